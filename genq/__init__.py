@@ -1,0 +1,48 @@
+"""genq: durable background jobs with a per-job output stream, on Redis."""
+
+from .active_job import ActiveJob
+from .codecs import Codec, JsonCodec, PydanticCodec
+from .errors import (
+    GenqError,
+    JobCancelledError,
+    JobError,
+    JobExistsError,
+    JobFailedError,
+    JobLeaseLostError,
+    JobNotFoundError,
+    RetryJobError,
+    TerminalJobError,
+)
+from .events import Event, decode_entry
+from .job import Job
+from .keys import Keys
+from .queue import DeadEntry, Enqueued, Queue, QueueStats
+from .status import TERMINAL, JobStatus
+from .worker import Worker
+
+__all__ = [
+    "TERMINAL",
+    "ActiveJob",
+    "Codec",
+    "DeadEntry",
+    "Enqueued",
+    "Event",
+    "GenqError",
+    "Job",
+    "JobCancelledError",
+    "JobError",
+    "JobExistsError",
+    "JobFailedError",
+    "JobLeaseLostError",
+    "JobNotFoundError",
+    "JobStatus",
+    "JsonCodec",
+    "Keys",
+    "PydanticCodec",
+    "Queue",
+    "QueueStats",
+    "RetryJobError",
+    "TerminalJobError",
+    "Worker",
+    "decode_entry",
+]

@@ -1,0 +1,96 @@
+"""The handle a handler gets for the job it runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .errors import JobLeaseLostError
+from .events import text
+from .scripts import Code
+from .status import CHUNK, PROGRESS
+
+if TYPE_CHECKING:
+    from .queue import Queue
+
+
+class ActiveJob:
+    """A job held by this worker under a lease token.
+
+    ``emit`` is also the heartbeat and the cancellation check: one round trip appends, renews
+    the lease and learns of a cancel. On a cancel, ``signal`` is set and the handler's task is
+    cancelled, so an awaited provider call is torn down. A stale holder gets
+    :class:`JobLeaseLostError`.
+    """
+
+    def __init__(
+        self,
+        queue: Queue,
+        fields: dict[str, str],
+        token: str,
+        lease: float,
+        on_cancel: Callable[[], None],
+    ) -> None:
+        self.queue = queue
+        self.id = fields["id"]
+        self.payload: Any = queue.codec.decode(fields["payload"])
+        self.attempt = int(fields["attempt"])
+        self.max_attempts = int(fields["max_attempts"])
+        self.priority = int(fields.get("priority", 0))
+        self.idempotency_key = fields.get("idempotency_key") or None
+        self.signal = asyncio.Event()
+        self.token = token
+        self._lease_ms = max(1, int(lease * 1000))
+        self._seq = 0
+        self._on_cancel = on_cancel
+        self.renewed_at = time.monotonic()
+
+    def __repr__(self) -> str:
+        return f"ActiveJob(id={self.id!r}, attempt={self.attempt})"
+
+    async def emit(self, data: Any) -> None:
+        """Appends ``data`` as a ``chunk`` event (and renews the lease)."""
+        await self._append(CHUNK, json.dumps(data, ensure_ascii=False), "")
+
+    async def progress(self, value: float) -> None:
+        """Reports progress from 0 to 1 as a ``progress`` event."""
+        if not 0.0 <= value <= 1.0:
+            raise ValueError("progress must be between 0 and 1")
+        await self._append(PROGRESS, json.dumps(value), repr(float(value)))
+
+    async def _append(self, kind: str, data: str, progress: str) -> None:
+        self._seq += 1
+        k = self.queue.keys
+        reply = await self.queue.scripts.emit(
+            keys=[k.job(self.id), k.events(self.id), k.leases],
+            args=[self.id, self.token, self._seq, kind, data, self._lease_ms,
+                  self.queue.events_max_len, progress],
+        )
+        await self._handle(int(reply[0]))
+
+    async def heartbeat(self) -> None:
+        """Renews the lease; the worker calls this when the handler is quiet."""
+        k = self.queue.keys
+        reply = await self.queue.scripts.heartbeat(
+            keys=[k.job(self.id), k.leases], args=[self.id, self.token, self._lease_ms]
+        )
+        await self._handle(int(reply[0]))
+
+    async def _handle(self, code: int) -> None:
+        if code == Code.LEASE_LOST:
+            raise JobLeaseLostError(self.id)
+        self.renewed_at = time.monotonic()
+        if code == Code.CANCEL_REQUESTED:
+            self._on_cancel()
+            # The cancel reaches the handler's task at its next await; yielding here makes
+            # that await this one, so no more provider output is processed after a Stop.
+            await asyncio.sleep(0)
+
+
+def record_fields(raw: list[Any]) -> dict[str, str]:
+    """HGETALL as a flat list (a script's reply) -> dict."""
+    it = iter(raw)
+    return {text(k): text(v) for k, v in zip(it, it, strict=True)}

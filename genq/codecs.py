@@ -1,0 +1,42 @@
+"""Codecs turn payloads and results into text stored in Redis, and back."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic import TypeAdapter
+
+T = TypeVar("T")
+
+
+class Codec(Protocol[T]):
+    def encode(self, value: T) -> str: ...
+
+    def decode(self, data: str) -> T: ...
+
+
+class JsonCodec:
+    """Plain JSON (the default)."""
+
+    def encode(self, value: Any) -> str:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+    def decode(self, data: str) -> Any:
+        return json.loads(data)
+
+
+class PydanticCodec(Generic[T]):
+    """Validates on the way in and out: ``PydanticCodec(MyModel)`` or any type pydantic knows."""
+
+    def __init__(self, type_: type[T]) -> None:
+        self._adapter: TypeAdapter[T] = TypeAdapter(type_)
+
+    def encode(self, value: T) -> str:
+        return self._adapter.dump_json(self._adapter.validate_python(value)).decode()
+
+    def decode(self, data: str) -> T:
+        return self._adapter.validate_json(data)
+
+
+json_codec = JsonCodec()

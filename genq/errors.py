@@ -1,0 +1,65 @@
+"""Every exception genq raises.
+
+    GenqError
+    ├── JobNotFoundError      the id is unknown, or its record has expired
+    ├── JobExistsError        a custom id is still live
+    ├── JobFailedError        wait(): the job dead-lettered (``.error`` says why)
+    ├── JobCancelledError     wait(): the job was cancelled
+    ├── JobLeaseLostError     emit/progress/heartbeat/settle by a holder whose lease is gone
+    └── JobError              raised by handlers to steer the retry decision
+        ├── RetryJobError     retry, no sooner than ``retry_after`` seconds
+        └── TerminalJobError  dead-letter now; a retry would fail the same way
+"""
+
+from __future__ import annotations
+
+
+class GenqError(Exception):
+    """Root of every genq exception."""
+
+
+class JobNotFoundError(GenqError):
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"job {job_id!r} not found")
+        self.job_id = job_id
+
+
+class JobExistsError(GenqError):
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"job {job_id!r} is still live; a custom id can be reused once it finished")
+        self.job_id = job_id
+
+
+class JobFailedError(GenqError):
+    def __init__(self, job_id: str, error: str | None) -> None:
+        super().__init__(f"job {job_id!r} failed: {error}")
+        self.job_id = job_id
+        self.error = error
+
+
+class JobCancelledError(GenqError):
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"job {job_id!r} was cancelled")
+        self.job_id = job_id
+
+
+class JobLeaseLostError(GenqError):
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"lease on job {job_id!r} is no longer held by this worker")
+        self.job_id = job_id
+
+
+class JobError(GenqError):
+    """Raised by a handler to say how its failure should be treated."""
+
+
+class RetryJobError(JobError):
+    """Retry the job; ``retry_after`` (seconds) is a floor under the backoff."""
+
+    def __init__(self, message: str = "retry requested", retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class TerminalJobError(JobError):
+    """Dead-letter the job at once: retrying would reproduce the failure."""

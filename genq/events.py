@@ -1,0 +1,46 @@
+"""Events read from a job's stream."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .codecs import Codec
+from .status import TERMINAL_EVENTS
+
+_ENTRY_ID = re.compile(r"^\d{1,20}-\d{1,20}$|^0$")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One entry of a job's stream. ``id`` is the stream entry id, usable as a resume cursor."""
+
+    id: str
+    type: str
+    data: Any
+
+    @property
+    def terminal(self) -> bool:
+        return self.type in TERMINAL_EVENTS
+
+
+def text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def check_cursor(cursor: str) -> str:
+    """Validates a resume cursor (a stream entry id) so bad input fails before Redis sees it."""
+    if not _ENTRY_ID.match(cursor):
+        raise ValueError(f"invalid event id {cursor!r}: expected <ms>-<seq>")
+    return cursor
+
+
+def decode_entry(entry_id: bytes | str, fields: dict[Any, Any], result_codec: Codec[Any]) -> Event:
+    """Turns a raw stream entry into an :class:`Event`."""
+    values = {text(k): text(v) for k, v in fields.items()}
+    kind = values.get("type", "")
+    raw = values.get("data", "null")
+    data = result_codec.decode(raw) if kind == "completed" else json.loads(raw)
+    return Event(id=text(entry_id), type=kind, data=data)

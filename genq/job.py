@@ -1,0 +1,69 @@
+"""The job record, as ``Queue.get`` returns it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .codecs import Codec
+from .events import text
+from .status import JobStatus
+
+
+def _seconds(ms: str | None) -> float | None:
+    return int(ms) / 1000 if ms else None
+
+
+@dataclass(frozen=True)
+class Job:
+    """A snapshot of a job. ``result`` is set only when ``status`` is ``completed``."""
+
+    id: str
+    status: JobStatus
+    payload: Any
+    result: Any
+    attempt: int
+    max_attempts: int
+    progress: float
+    error: str | None
+    priority: int
+    created_at: float
+    updated_at: float
+    started_at: float | None
+    finished_at: float | None
+    run_at: float | None
+    idempotency_key: str | None
+    cancel_requested: bool
+    dead_reason: str | None
+
+    @classmethod
+    def from_hash(
+        cls, raw: dict[Any, Any], codec: Codec[Any], result_codec: Codec[Any], now: float
+    ) -> Job:
+        f = {text(k): text(v) for k, v in raw.items()}
+        status = JobStatus(f["status"])
+        run_at = _seconds(f.get("run_at"))
+        # A scheduled job whose time has come is runnable: it is waiting, whether or not a
+        # worker has moved it to the ready set yet.
+        if status is JobStatus.SCHEDULED and run_at is not None and run_at <= now:
+            status = JobStatus.WAITING
+        completed = status is JobStatus.COMPLETED and "result" in f
+        return cls(
+            id=f["id"],
+            status=status,
+            payload=codec.decode(f["payload"]),
+            result=result_codec.decode(f["result"]) if completed else None,
+            attempt=int(f.get("attempt", 0)),
+            max_attempts=int(f.get("max_attempts", 0)),
+            progress=float(f.get("progress") or 0),
+            error=f.get("error") or None,
+            priority=int(f.get("priority", 0)),
+            created_at=_seconds(f.get("created_at")) or 0.0,
+            updated_at=_seconds(f.get("updated_at")) or 0.0,
+            started_at=_seconds(f.get("started_at")),
+            finished_at=_seconds(f.get("finished_at")),
+            run_at=run_at,
+            idempotency_key=f.get("idempotency_key") or None,
+            cancel_requested=f.get("cancel_requested") == "1",
+            dead_reason=f.get("dead_reason") or None,
+        )

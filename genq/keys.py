@@ -1,0 +1,93 @@
+"""Every Redis key of a queue, built in one place.
+
+All keys share the hash tag ``{prefix}`` so that a queue lives in one Redis Cluster slot and
+every script can touch any of its keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_FORBIDDEN = set("{}\x00")
+
+
+def check_prefix(prefix: str) -> str:
+    if not prefix or len(prefix) > 100 or _FORBIDDEN & set(prefix):
+        raise ValueError(f"invalid queue prefix {prefix!r}: 1-100 characters, no braces")
+    return prefix
+
+
+def check_job_id(job_id: str) -> str:
+    if not job_id or len(job_id) > 200 or _FORBIDDEN & set(job_id) or job_id != job_id.strip():
+        raise ValueError(f"invalid job id {job_id!r}: 1-200 characters, no braces or outer spaces")
+    return job_id
+
+
+@dataclass(frozen=True)
+class Keys:
+    prefix: str
+
+    @property
+    def tag(self) -> str:
+        return "{" + self.prefix + "}"
+
+    @property
+    def ready(self) -> str:
+        """zset: runnable jobs, scored priority-major then FIFO."""
+        return f"{self.tag}:ready"
+
+    @property
+    def scheduled(self) -> str:
+        """zset: delayed jobs and backoff retries, scored by ready time (ms)."""
+        return f"{self.tag}:scheduled"
+
+    @property
+    def leases(self) -> str:
+        """zset: claimed and running jobs, scored by lease expiry (ms)."""
+        return f"{self.tag}:leases"
+
+    @property
+    def dead(self) -> str:
+        """zset: dead-lettered jobs, scored by the time they died (ms)."""
+        return f"{self.tag}:dead"
+
+    @property
+    def rank(self) -> str:
+        """hash: job id -> ready-set score, for jobs waiting in the scheduled set."""
+        return f"{self.tag}:rank"
+
+    @property
+    def signal(self) -> str:
+        """list: the doorbell idle workers block on."""
+        return f"{self.tag}:signal"
+
+    @property
+    def seq(self) -> str:
+        """string: counter that orders jobs within a priority."""
+        return f"{self.tag}:seq"
+
+    @property
+    def cooldown(self) -> str:
+        """string with a TTL: while it lives no worker reserves from this queue."""
+        return f"{self.tag}:cooldown"
+
+    @property
+    def cancels(self) -> str:
+        """pub/sub channel: ids of running jobs whose cancel was requested."""
+        return f"{self.tag}:cancels"
+
+    def job(self, job_id: str) -> str:
+        """hash: the job record."""
+        return f"{self.tag}:job:{job_id}"
+
+    def events(self, job_id: str) -> str:
+        """stream: the job's output."""
+        return f"{self.tag}:events:{job_id}"
+
+    def idempotency(self, key: str) -> str:
+        """string: idempotency key -> job id."""
+        return f"{self.tag}:idem:{key}"
+
+    def extra(self, name: str) -> str:
+        """A key for a layer built on the queue (history, audit log, cooldowns)."""
+        return f"{self.tag}:x:{name}"

@@ -1,0 +1,68 @@
+#!lua
+--[[
+Enqueue: creates a job record and makes it ready (or scheduled when delayed), in one step.
+
+A job with an idempotency key that is still bound answers with the bound job's id. A finished
+job with the same id is dropped (record, stream, dead entry) and started clean; a live one is
+refused. Safe to run twice: a re-run carrying the same nonce answers with the job it created.
+
+KEYS[1] job record          KEYS[2] job stream         KEYS[3] ready set
+KEYS[4] scheduled set       KEYS[5] rank hash          KEYS[6] dead set
+KEYS[7] doorbell list       KEYS[8] sequence counter   KEYS[9] idempotency key (placeholder if none)
+ARGV[1] job id              ARGV[2] nonce              ARGV[3] encoded payload
+ARGV[4] priority            ARGV[5] delay (ms)         ARGV[6] max attempts
+ARGV[7] idempotency key ('' for none)                  ARGV[8] idempotency ttl (ms)
+Returns {code, id}: 0 created, 1 deduplicated (id is the bound job's), 2 id is live.
+Events: none.
+]]
+local job, events, ready, scheduled, rank_hash, dead, signal, seq, idem =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local id, nonce = ARGV[1], ARGV[2]
+
+if ARGV[7] ~= '' then
+  local bound = redis.call('GET', idem)
+  if bound then
+    if bound == id and redis.call('HGET', job, 'nonce') == nonce then
+      return {0, id}
+    end
+    return {1, bound}
+  end
+end
+
+local status = redis.call('HGET', job, 'status')
+if status then
+  if redis.call('HGET', job, 'nonce') == nonce then
+    return {0, id}
+  end
+  if status ~= 'completed' and status ~= 'failed' and status ~= 'cancelled' then
+    return {2, id}
+  end
+  redis.call('DEL', job, events)
+  redis.call('ZREM', dead, id)
+end
+
+local now = now_ms()
+local priority = tonumber(ARGV[4])
+local delay = tonumber(ARGV[5])
+local rank = (1000 - priority) * 1000000000000 + redis.call('INCR', seq)
+
+redis.call('HSET', job,
+  'id', id, 'nonce', nonce, 'payload', ARGV[3], 'priority', ARGV[4],
+  'attempt', 0, 'max_attempts', ARGV[6], 'progress', 0, 'rank', int(rank),
+  'created_at', int(now), 'updated_at', int(now), 'run_at', int(now + delay),
+  'idempotency_key', ARGV[7], 'idem_ttl', ARGV[8], 'cancel_requested', 0, 'out', 0, 'eseq', 0)
+
+if delay > 0 then
+  redis.call('HSET', job, 'status', 'scheduled')
+  redis.call('ZADD', scheduled, int(now + delay), id)
+  redis.call('HSET', rank_hash, id, int(rank))
+else
+  redis.call('HSET', job, 'status', 'waiting')
+  redis.call('ZADD', ready, int(rank), id)
+  ring_doorbell(signal)
+end
+
+if ARGV[7] ~= '' then
+  redis.call('SET', idem, id)
+end
+return {0, id}

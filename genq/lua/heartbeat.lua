@@ -1,0 +1,22 @@
+#!lua
+--[[
+Heartbeat: renews a running job's lease and reports a pending cancel. Only the holder of the
+current lease token may renew. Safe to run twice.
+
+KEYS[1] job record   KEYS[2] lease set
+ARGV[1] job id   ARGV[2] lease token   ARGV[3] lease length (ms)
+Returns {0} renewed, {5} renewed but cancel requested, {4} lease lost.
+Events: none.
+]]
+local job, leases = KEYS[1], KEYS[2]
+local state = redis.call('HMGET', job, 'status', 'token', 'cancel_requested')
+if state[1] ~= 'active' or state[2] ~= ARGV[2] then
+  return {4}
+end
+local lease_until = now_ms() + tonumber(ARGV[3])
+redis.call('ZADD', leases, 'XX', int(lease_until), ARGV[1])
+redis.call('HSET', job, 'lease_until', int(lease_until))
+if state[3] == '1' then
+  return {5}
+end
+return {0}

@@ -1,0 +1,56 @@
+#!lua flags=allow-oom
+--[[
+Reclaim: handles a lease that expired. A claim that was never activated goes back to the ready
+set with no attempt spent. A running job whose worker went silent loses its holder (the token
+is cleared, fencing the zombie) and goes back to the ready set, or is dead-lettered
+(`lease_expired`) when out of attempts, or settles cancelled if a cancel was requested.
+Safe to run twice: a lease that is no longer expired is left alone.
+
+KEYS[1] job record   KEYS[2] job stream   KEYS[3] lease set   KEYS[4] ready set
+KEYS[5] dead set     KEYS[6] idempotency key (placeholder if none)   KEYS[7] doorbell list
+ARGV[1] job id   ARGV[2] result ttl (ms)   ARGV[3] dead ttl (ms)   ARGV[4] stream max length
+ARGV[5] the job's idempotency key as read by the caller
+Returns {1, status} when reclaimed, {0} when there was nothing to do, {6} when the record
+changed under the caller (read it again).
+Events: failed or cancelled when the job finishes here; none when it goes back to ready.
+]]
+local job, events, leases, ready, dead, idem, signal =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local id = ARGV[1]
+local now = now_ms()
+
+local score = redis.call('ZSCORE', leases, id)
+if not score or tonumber(score) > now then
+  return {0}
+end
+local state = redis.call('HMGET', job, 'status', 'idempotency_key', 'cancel_requested',
+  'attempt', 'max_attempts', 'rank')
+local status = state[1]
+if not status then
+  redis.call('ZREM', leases, id)
+  return {0}
+end
+if state[2] ~= ARGV[5] then
+  return {6}
+end
+redis.call('ZREM', leases, id)
+
+if status == 'active' then
+  redis.call('HSET', job, 'token', '')
+  if state[3] == '1' then
+    cancel_settle(job, events, idem, id, now, tonumber(ARGV[2]), ARGV[4])
+    return {1, 'cancelled'}
+  end
+  local err = 'lease expired on attempt ' .. state[4] .. ' (worker lost)'
+  if tonumber(state[4]) >= tonumber(state[5]) then
+    dead_letter(job, events, dead, idem, id, now, 'lease_expired', err, tonumber(ARGV[3]), ARGV[4])
+    return {1, 'failed'}
+  end
+  redis.call('HSET', job, 'error', err)
+elseif status ~= 'waiting' and status ~= 'scheduled' then
+  return {0}
+end
+redis.call('HSET', job, 'status', 'waiting', 'updated_at', int(now))
+redis.call('ZADD', ready, state[6], id)
+ring_doorbell(signal)
+return {1, 'waiting'}

