@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .cancellation import raise_if_cancelled
 from .errors import JobLeaseLostError
 from .events import text
 from .scripts import Code
@@ -88,6 +89,7 @@ class ActiveJob:
             # The cancel reaches the handler's task at its next await; yielding here makes
             # that await this one, so no more provider output is processed after a Stop.
             await asyncio.sleep(0)
+        raise_if_cancelled()
 
 
 def record_fields(raw: list[Any]) -> dict[str, str]:

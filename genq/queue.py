@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .cancellation import raise_if_cancelled
 from .codecs import Codec, json_codec
 from .errors import JobCancelledError, JobFailedError, JobNotFoundError
 from .events import Event, check_cursor, decode_entry, text
@@ -27,6 +28,17 @@ MAX_IDEMPOTENCY_KEY = 512
 
 def ms(seconds: float) -> int:
     return max(0, math.ceil(seconds * 1000))
+
+
+def safe_block(redis: Any, wanted: float) -> float:
+    """A blocking command's wait, kept under the client's socket timeout.
+
+    redis-py 8.1 applies its socket timeout (5 s by default) to XREAD BLOCK and BLPOP too, so a
+    block as long as the timeout ends in a TimeoutError instead of an empty reply.
+    """
+    pool = getattr(redis, "connection_pool", None)
+    timeout = pool.connection_kwargs.get("socket_timeout") if pool is not None else 5.0
+    return wanted if not timeout else min(wanted, timeout / 2)
 
 
 @dataclass(frozen=True)
@@ -74,7 +86,7 @@ class Queue:
         result_ttl: float = 3600.0,
         dead_ttl: float = 14 * 86400.0,
         events_max_len: int = 10_000,
-        watch_block: float = 5.0,
+        watch_block: float = 2.0,
     ) -> None:
         if lease <= 0 or max_attempts < 1 or backoff < 0 or max_backoff < backoff:
             raise ValueError("lease > 0, max_attempts >= 1, 0 <= backoff <= max_backoff")
@@ -92,7 +104,7 @@ class Queue:
         self.result_ttl = result_ttl
         self.dead_ttl = dead_ttl
         self.events_max_len = events_max_len
-        self.watch_block = watch_block
+        self.watch_block = safe_block(redis, watch_block)
         self.scripts = Scripts(redis)
 
     def __repr__(self) -> str:
@@ -183,6 +195,7 @@ class Queue:
                 else:
                     reply = await self.redis.xread({key: cursor}, block=ms(self.watch_block))
                     entries = reply[0][1] if reply else []
+            raise_if_cancelled()
             for entry_id, fields in entries:
                 event = decode_entry(entry_id, fields, self.result_codec)
                 cursor = event.id

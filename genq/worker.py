@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .active_job import ActiveJob, record_fields
+from .cancellation import raise_if_cancelled
 from .errors import JobError, JobLeaseLostError, RetryJobError, TerminalJobError
 from .events import text
-from .queue import ms
+from .queue import ms, safe_block
 from .retrying import TRANSIENT, infra_retry
 from .scripts import Code
 
@@ -36,6 +37,7 @@ class _Slot:
     job: ActiveJob
     handler_task: asyncio.Task[Any] | None = None
     task: asyncio.Task[None] | None = None
+    finished: bool = False
     cancel_seen: bool = False
     lost: bool = False
     aborted: bool = False
@@ -79,7 +81,7 @@ class Worker:
         self.heartbeat = heartbeat or self.lease / 4
         if self.heartbeat >= self.lease:
             raise ValueError("heartbeat must be shorter than the lease")
-        self.poll = poll or 1.0
+        self.poll = safe_block(queue.redis, poll or 1.0)
         self.is_retryable = is_retryable
         self.on_error = on_error
         self._slots: dict[str, _Slot] = {}
@@ -176,8 +178,8 @@ class Worker:
     async def _pick(self, count: int) -> tuple[list[str], list[str], int]:
         k = self.queue.keys
         claimed, expired, wait_ms = await self.queue.scripts.pick(
-            keys=[k.ready, k.scheduled, k.leases, k.rank, k.cooldown],
-            args=[count, ms(CLAIM_SECONDS)],
+            keys=[k.ready, k.scheduled, k.leases, k.rank, k.cooldown, k.dead],
+            args=[count, ms(CLAIM_SECONDS), ms(self.queue.dead_ttl)],
         )
         return [text(i) for i in claimed], [text(i) for i in expired], int(wait_ms)
 
@@ -237,15 +239,14 @@ class Worker:
     async def _execute(self, slot: _Slot) -> None:
         job = slot.job
         keep_alive = asyncio.create_task(self._keep_alive(slot))
-        slot.handler_task = asyncio.create_task(self._call_handler(job))
         try:
+            slot.handler_task = asyncio.create_task(self._call_handler(job))
             await asyncio.wait([slot.handler_task])
             outcome = await self._outcome(slot, slot.handler_task)
-        finally:
+            slot.finished = True
             keep_alive.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await keep_alive
-        try:
             if outcome is not None and not slot.lost:
                 await self._settle(job, outcome)
         except JobLeaseLostError:
@@ -253,6 +254,8 @@ class Worker:
         except Exception:
             log.exception("job %s: could not settle; its lease will expire and be reclaimed", job.id)
         finally:
+            slot.finished = True
+            keep_alive.cancel()
             del self._slots[job.id]
             self._slot_freed.set()
 
@@ -324,10 +327,14 @@ class Worker:
     async def _keep_alive(self, slot: _Slot) -> None:
         """The automatic heartbeat: renews the lease whenever the handler has been quiet."""
         job = slot.job
-        while True:
+        while not slot.finished:
             quiet_for = time.monotonic() - job.renewed_at
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow the cancel that ends
+            # this loop when the poke arrives at the same moment.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(slot.poke.wait(), max(0.0, self.heartbeat - quiet_for))
+                async with asyncio.timeout(max(0.0, self.heartbeat - quiet_for)):
+                    await slot.poke.wait()
+            raise_if_cancelled()
             poked = slot.poke.is_set()
             slot.poke.clear()
             if not poked and time.monotonic() - job.renewed_at < self.heartbeat * 0.9:
@@ -341,6 +348,7 @@ class Worker:
                 return
             except TRANSIENT as exc:
                 log.warning("job %s: heartbeat failed (%s); retrying", job.id, exc)
+                raise_if_cancelled()
                 await asyncio.sleep(min(1.0, self.heartbeat / 4))
 
     async def _listen_cancels(self) -> None:

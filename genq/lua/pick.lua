@@ -1,18 +1,22 @@
 #!lua
 --[[
-Pick (first half of a reserve): promotes due scheduled jobs, then moves up to N ready jobs into
+Pick (first half of a reserve): promotes due scheduled jobs, drops dead-set entries older than
+the dead-letter retention (their records have expired), then moves up to N ready jobs into
 the lease set under a short claim. The worker activates each claimed job with activate.lua; a
 claim that is never activated expires and reclaim.lua puts the job back, with no attempt spent.
 
 KEYS[1] ready set   KEYS[2] scheduled set   KEYS[3] lease set   KEYS[4] rank hash
-KEYS[5] cooldown key
-ARGV[1] how many jobs to claim   ARGV[2] claim length (ms)
+KEYS[5] cooldown key   KEYS[6] dead set
+ARGV[1] how many jobs to claim   ARGV[2] claim length (ms)   ARGV[3] dead-letter retention (ms)
 Returns {claimed ids, expired lease ids, ms until the next scheduled job or lease expiry (-1 none)}.
 While the cooldown key lives nothing is claimed and the wait is its remaining time.
 Events: none.
 ]]
-local ready, scheduled, leases, rank_hash, cooldown = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local ready, scheduled, leases, rank_hash, cooldown, dead =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local now = now_ms()
+
+redis.call('ZREMRANGEBYSCORE', dead, '-inf', '(' .. int(now - tonumber(ARGV[3])))
 
 local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', int(now), 'LIMIT', 0, 20)
 

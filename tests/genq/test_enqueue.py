@@ -1,0 +1,143 @@
+import asyncio
+
+import pytest
+
+from genq import JobExistsError, JobStatus, Queue
+
+
+async def test_enqueue_creates_waiting_record(queue):
+    e = await queue.enqueue({"prompt": "hi"}, priority=3)
+    job = await queue.get(e.id)
+    assert not e.deduplicated
+    assert job.status is JobStatus.WAITING
+    assert job.payload == {"prompt": "hi"}
+    assert (job.priority, job.attempt, job.max_attempts) == (3, 0, 3)
+    assert job.created_at > 0 and job.result is None and not job.cancel_requested
+
+
+async def test_enqueue_get_unknown_is_none(queue):
+    assert await queue.get("nope") is None
+
+
+async def test_enqueue_idempotency_key_returns_same_job(queue):
+    first = await queue.enqueue({"n": 1}, idempotency_key="req-1")
+    again = await queue.enqueue({"n": 1}, idempotency_key="req-1")
+    assert again.id == first.id and again.deduplicated
+    assert (await queue.stats()).waiting == 1
+
+
+async def test_enqueue_50_concurrent_same_key_make_one_job_and_one_run(queue):
+    results = await asyncio.gather(
+        *[queue.enqueue({"n": 1}, idempotency_key="burst") for _ in range(50)]
+    )
+    assert len({r.id for r in results}) == 1
+    assert sum(not r.deduplicated for r in results) == 1
+    runs = []
+
+    async def handler(job):
+        runs.append(job.id)
+        return "ok"
+
+    async with queue.worker(handler, concurrency=4):
+        assert await queue.wait(results[0].id, timeout=10) == "ok"
+    assert runs == [results[0].id]
+
+
+async def test_enqueue_key_held_after_completion_for_idempotency_ttl(queue):
+    e = await queue.enqueue("p", idempotency_key="k", idempotency_ttl=0.5)
+
+    async def handler(job):
+        return "answer"
+
+    async with queue.worker(handler):
+        await queue.wait(e.id, timeout=10)
+    late = await queue.enqueue("p", idempotency_key="k")
+    assert late.id == e.id and late.deduplicated
+    await asyncio.sleep(0.7)
+    fresh = await queue.enqueue("p", idempotency_key="k")
+    assert fresh.id != e.id and not fresh.deduplicated
+
+
+async def test_enqueue_failed_job_releases_its_key(queue):
+    from genq import TerminalJobError
+
+    e = await queue.enqueue("p", idempotency_key="k")
+
+    async def handler(job):
+        raise TerminalJobError("bad request")
+
+    async with queue.worker(handler):
+        with pytest.raises(Exception, match="bad request"):
+            await queue.wait(e.id, timeout=10)
+    again = await queue.enqueue("p", idempotency_key="k")
+    assert again.id != e.id and not again.deduplicated
+
+
+async def test_enqueue_cancelled_job_releases_its_key(queue):
+    e = await queue.enqueue("p", idempotency_key="k")
+    assert await queue.cancel(e.id)
+    again = await queue.enqueue("p", idempotency_key="k")
+    assert again.id != e.id
+
+
+async def test_enqueue_live_custom_id_raises(queue):
+    await queue.enqueue("a", job_id="custom-1")
+    with pytest.raises(JobExistsError):
+        await queue.enqueue("b", job_id="custom-1")
+
+
+async def test_enqueue_finished_custom_id_starts_clean(queue):
+    await queue.enqueue("first", job_id="custom-2", max_attempts=1)
+
+    async def failing(job):
+        await job.emit("old text")
+        raise RuntimeError("boom")
+
+    async with queue.worker(failing):
+        with pytest.raises(Exception, match="boom"):
+            await queue.wait("custom-2", timeout=10)
+    assert await queue.dead() == ["custom-2"]
+
+    again = await queue.enqueue("second", job_id="custom-2")
+    assert again.id == "custom-2" and not again.deduplicated
+    job = await queue.get("custom-2")
+    assert job.status is JobStatus.WAITING and job.payload == "second" and job.error is None
+    assert await queue.dead() == []
+
+    async def fine(job):
+        await job.emit("new text")
+        return "done"
+
+    async with queue.worker(fine):
+        assert await queue.wait("custom-2", timeout=10) == "done"
+    events = [ev async for ev in queue.watch("custom-2")]
+    assert [(ev.type, ev.data) for ev in events] == [("chunk", "new text"), ("completed", "done")]
+
+
+async def test_enqueue_rerun_of_same_call_does_not_duplicate(queue):
+    """redis-py may resend a script whose reply was lost: the re-run must not make a 2nd job."""
+    k = queue.keys
+    args_keys = [k.job("x1"), k.events("x1"), k.ready, k.scheduled, k.rank, k.dead, k.signal,
+                 k.seq, k.idempotency("")]
+    args = ["x1", "nonce-1", '"p"', 0, 0, 3, "", 1000]
+    first = await queue.scripts.enqueue(keys=args_keys, args=args)
+    second = await queue.scripts.enqueue(keys=args_keys, args=args)
+    assert first[0] == 0 and second[0] == 0
+    assert (await queue.stats()).waiting == 1
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"priority": 5000}, {"priority": 1.5}, {"delay": -1}, {"delay": float("inf")},
+     {"max_attempts": 0}, {"idempotency_key": ""}, {"job_id": "a{b}"}, {"job_id": ""},
+     {"idempotency_ttl": 0}],
+)
+async def test_enqueue_rejects_bad_input_and_writes_nothing(queue, kwargs):
+    with pytest.raises(ValueError):
+        await queue.enqueue("p", **kwargs)
+    assert await queue.stats() == (await queue.stats()).__class__(0, 0, 0, 0, 0.0)
+
+
+def test_queue_rejects_bad_prefix(redis):
+    with pytest.raises(ValueError):
+        Queue(redis, "a{b")

@@ -1,0 +1,127 @@
+import asyncio
+
+import pytest
+
+from genq import JobStatus, Queue
+
+
+async def test_worker_emit_and_progress_reach_the_stream(queue):
+    e = await queue.enqueue({"prompt": "x"})
+
+    async def handler(job):
+        assert job.payload == {"prompt": "x"} and job.attempt == 1 and job.max_attempts == 3
+        await job.emit("Hello ")
+        await job.progress(0.5)
+        await job.emit({"structured": True})
+        return {"text": "Hello"}
+
+    async with queue.worker(handler):
+        assert await queue.wait(e.id, timeout=10) == {"text": "Hello"}
+    events = [(ev.type, ev.data) async for ev in queue.watch(e.id)]
+    assert events == [
+        ("chunk", "Hello "), ("progress", 0.5), ("chunk", {"structured": True}),
+        ("completed", {"text": "Hello"}),
+    ]
+    job = await queue.get(e.id)
+    assert job.status is JobStatus.COMPLETED and job.progress == 1.0
+    assert job.started_at and job.finished_at and job.finished_at >= job.started_at
+
+
+async def test_worker_auto_heartbeat_keeps_quiet_handler_alive(redis, prefix):
+    queue = Queue(redis, prefix, lease=0.6)
+    e = await queue.enqueue("slow")
+    attempts = []
+
+    async def handler(job):
+        attempts.append(job.attempt)
+        await asyncio.sleep(2.0)  # more than three leases without a single emit
+        return "finished"
+
+    async with queue.worker(handler, heartbeat=0.15):
+        assert await queue.wait(e.id, timeout=10) == "finished"
+    assert attempts == [1]
+
+
+async def test_worker_graceful_stop_lets_running_job_finish(queue):
+    e = await queue.enqueue("p")
+    started = asyncio.Event()
+
+    async def handler(job):
+        started.set()
+        await asyncio.sleep(0.5)
+        return "kept"
+
+    worker = await queue.worker(handler).start()
+    await asyncio.wait_for(started.wait(), 5)
+    await worker.stop()
+    job = await queue.get(e.id)
+    assert job.status is JobStatus.COMPLETED and job.result == "kept"
+
+
+async def test_worker_stop_takes_no_new_jobs(queue):
+    async def handler(job):
+        return 1
+
+    worker = await queue.worker(handler).start()
+    await worker.stop()
+    e = await queue.enqueue("after stop")
+    await asyncio.sleep(0.2)
+    assert (await queue.get(e.id)).status is JobStatus.WAITING
+
+
+async def test_worker_stop_deadline_hands_job_back_without_spending_attempt(queue):
+    e = await queue.enqueue("p")
+    started = asyncio.Event()
+
+    async def stuck(job):
+        started.set()
+        await job.emit("partial")
+        await asyncio.sleep(60)
+
+    worker = await queue.worker(stuck).start()
+    await asyncio.wait_for(started.wait(), 5)
+    await worker.stop(deadline=0.2)
+    job = await queue.get(e.id)
+    assert job.status is JobStatus.WAITING and job.attempt == 0
+
+    async def quick(job):
+        await job.emit("fresh")
+        return "done"
+
+    async with queue.worker(quick):
+        assert await queue.wait(e.id, timeout=10) == "done"
+    types = [(ev.type, ev.data) async for ev in queue.watch(e.id)]
+    assert types == [("restarted", None), ("chunk", "fresh"), ("completed", "done")]
+    assert (await queue.get(e.id)).attempt == 1
+
+
+async def test_worker_idle_blocks_on_doorbell_instead_of_polling(queue, redis):
+    async def handler(job):
+        return None
+
+    before = await redis.info("commandstats")
+    async with queue.worker(handler, concurrency=4, poll=1.0):
+        await asyncio.sleep(1.5)
+        e = await queue.enqueue("wake")
+        assert await queue.wait(e.id, timeout=5) is None
+    after = await redis.info("commandstats")
+
+    def calls(stats, name):
+        return stats.get(f"cmdstat_{name}", {}).get("calls", 0)
+
+    evals = calls(after, "evalsha") - calls(before, "evalsha")
+    # A polling loop would have run hundreds of picks in 1.5 s; a blocked one runs a handful.
+    assert evals < 30, evals
+    assert calls(after, "blpop") > calls(before, "blpop")
+
+
+async def test_worker_result_that_cannot_be_encoded_dead_letters(queue):
+    e = await queue.enqueue("p")
+
+    async def handler(job):
+        return object()
+
+    async with queue.worker(handler):
+        with pytest.raises(Exception, match="could not be encoded"):
+            await queue.wait(e.id, timeout=10)
+    assert (await queue.dead_entries())[0].reason == "terminal"
