@@ -21,7 +21,8 @@ from pathlib import Path
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def die_with_parent() -> None:
+    """Runs in a child between fork and exec: the kernel kills it when its parent dies."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
@@ -73,7 +74,7 @@ class EmbeddedRedis:
     def start(self, timeout: float = 10.0) -> EmbeddedRedis:
         log = open(self.data_dir / "server.log", "ab")  # noqa: SIM115 - the child keeps it
         self.process = subprocess.Popen(
-            self.command(), stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+            self.command(), stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
         )
         log.close()
         deadline = time.monotonic() + timeout

@@ -67,8 +67,16 @@ class ActiveJob:
         k = self.queue.keys
         reply = await self.queue.scripts.emit(
             keys=[k.job(self.id), k.events(self.id), k.leases],
-            args=[self.id, self.token, self._seq, kind, data, self._lease_ms,
-                  self.queue.events_max_len, progress],
+            args=[
+                self.id,
+                self.token,
+                self._seq,
+                kind,
+                data,
+                self._lease_ms,
+                self.queue.events_max_len,
+                progress,
+            ],
         )
         await self._handle(int(reply[0]))
 

@@ -1,14 +1,14 @@
 """Every exception genq raises.
 
-    GenqError
-    ├── JobNotFoundError      the id is unknown, or its record has expired
-    ├── JobExistsError        a custom id is still live
-    ├── JobFailedError        wait(): the job dead-lettered (``.error`` says why)
-    ├── JobCancelledError     wait(): the job was cancelled
-    ├── JobLeaseLostError     emit/progress/heartbeat/settle by a holder whose lease is gone
-    └── JobError              raised by handlers to steer the retry decision
-        ├── RetryJobError     retry, no sooner than ``retry_after`` seconds
-        └── TerminalJobError  dead-letter now; a retry would fail the same way
+GenqError
+├── JobNotFoundError      the id is unknown, or its record has expired
+├── JobExistsError        a custom id is still live
+├── JobFailedError        wait(): the job dead-lettered (``.error`` says why)
+├── JobCancelledError     wait(): the job was cancelled
+├── JobLeaseLostError     emit/progress/heartbeat/settle by a holder whose lease is gone
+└── JobError              raised by handlers to steer the retry decision
+    ├── RetryJobError     retry, no sooner than ``retry_after`` seconds
+    └── TerminalJobError  dead-letter now; a retry would fail the same way
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ class JobNotFoundError(GenqError):
 
 class JobExistsError(GenqError):
     def __init__(self, job_id: str) -> None:
-        super().__init__(f"job {job_id!r} is still live; a custom id can be reused once it finished")
+        super().__init__(
+            f"job {job_id!r} is still live; a custom id can be reused once it finished"
+        )
         self.job_id = job_id
 
 

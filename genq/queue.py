@@ -144,12 +144,25 @@ class Queue:
         k = self.keys
         code, bound = await self.scripts.enqueue(
             keys=[
-                k.job(job_id), k.events(job_id), k.ready, k.scheduled, k.rank, k.dead,
-                k.signal, k.seq, k.idempotency(idempotency_key or ""),
+                k.job(job_id),
+                k.events(job_id),
+                k.ready,
+                k.scheduled,
+                k.rank,
+                k.dead,
+                k.signal,
+                k.seq,
+                k.idempotency(idempotency_key or ""),
             ],
             args=[
-                job_id, uuid.uuid4().hex, self.codec.encode(payload), priority, ms(delay),
-                attempts, idempotency_key or "", ms(idem_ttl),
+                job_id,
+                uuid.uuid4().hex,
+                self.codec.encode(payload),
+                priority,
+                ms(delay),
+                attempts,
+                idempotency_key or "",
+                ms(idem_ttl),
             ],
         )
         raise_for(code, job_id)
@@ -258,8 +271,15 @@ class Queue:
             idem = await self.redis.hget(k.job(job_id), "idempotency_key")
             idem_key = text(idem) if idem else ""
             reply = await self.scripts.cancel(
-                keys=[k.job(job_id), k.events(job_id), k.ready, k.scheduled, k.leases, k.rank,
-                      k.idempotency(idem_key)],
+                keys=[
+                    k.job(job_id),
+                    k.events(job_id),
+                    k.ready,
+                    k.scheduled,
+                    k.leases,
+                    k.rank,
+                    k.idempotency(idem_key),
+                ],
                 args=[job_id, ms(self.result_ttl), self.events_max_len, k.cancels, idem_key],
             )
             if reply[0] != Code.STALE_READ:
@@ -284,7 +304,9 @@ class Queue:
 
     async def dead_entries(self, count: int = 20, offset: int = 0) -> list[DeadEntry]:
         """Dead-lettered jobs with why they died, newest first."""
-        ids = await self.redis.zrevrange(self.keys.dead, offset, offset + count - 1, withscores=True)
+        ids = await self.redis.zrevrange(
+            self.keys.dead, offset, offset + count - 1, withscores=True
+        )
         fields = ("dead_reason", "error", "attempt")
         async with self.redis.pipeline(transaction=False) as pipe:
             for job_id, _ in ids:
@@ -312,8 +334,14 @@ class Queue:
             idem = await self.redis.hget(k.job(job_id), "idempotency_key")
             idem_key = text(idem) if idem else ""
             reply = await self.scripts.retry_dead(
-                keys=[k.job(job_id), k.events(job_id), k.dead, k.ready, k.idempotency(idem_key),
-                      k.signal],
+                keys=[
+                    k.job(job_id),
+                    k.events(job_id),
+                    k.dead,
+                    k.ready,
+                    k.idempotency(idem_key),
+                    k.signal,
+                ],
                 args=[job_id, self.events_max_len, idem_key],
             )
             if reply[0] != Code.STALE_READ:
@@ -362,5 +390,3 @@ class Queue:
             is_retryable=is_retryable,
             on_error=on_error,
         )
-
-

@@ -6,14 +6,13 @@ lease token, nonce or sequence number for that reason.
 
 from __future__ import annotations
 
+from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError, TryAgainError
 from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
     stop_after_delay,
     wait_random_exponential,
 )
-
-from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError, TryAgainError
 
 TRANSIENT = (ConnectionError, TimeoutError, BusyLoadingError, TryAgainError, OSError)
 

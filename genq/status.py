@@ -20,4 +20,6 @@ TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED
 CHUNK = "chunk"
 PROGRESS = "progress"
 RESTARTED = "restarted"
-TERMINAL_EVENTS = frozenset({JobStatus.COMPLETED.value, JobStatus.FAILED.value, JobStatus.CANCELLED.value})
+TERMINAL_EVENTS = frozenset(
+    {JobStatus.COMPLETED.value, JobStatus.FAILED.value, JobStatus.CANCELLED.value}
+)

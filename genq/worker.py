@@ -192,7 +192,12 @@ class Worker:
                     for job_id in ids:
                         await self.queue.scripts.activate(
                             keys=[k.job(job_id), k.events(job_id), k.leases],
-                            args=[job_id, tokens[job_id], ms(self.lease), self.queue.events_max_len],
+                            args=[
+                                job_id,
+                                tokens[job_id],
+                                ms(self.lease),
+                                self.queue.events_max_len,
+                            ],
                             client=pipe,
                         )
                     replies = await pipe.execute()
@@ -207,14 +212,22 @@ class Worker:
                 idem = await q.redis.hget(k.job(job_id), "idempotency_key")
                 idem_key = text(idem) if idem else ""
                 reply = await q.scripts.reclaim(
-                    keys=[k.job(job_id), k.events(job_id), k.leases, k.ready, k.dead,
-                          k.idempotency(idem_key), k.signal],
+                    keys=[
+                        k.job(job_id),
+                        k.events(job_id),
+                        k.leases,
+                        k.ready,
+                        k.dead,
+                        k.idempotency(idem_key),
+                        k.signal,
+                    ],
                     args=[job_id, ms(q.result_ttl), ms(q.dead_ttl), q.events_max_len, idem_key],
                 )
                 if int(reply[0]) != Code.STALE_READ:
                     if int(reply[0]) == 1:
-                        log.warning("reclaimed job %s after its lease expired -> %s",
-                                    job_id, text(reply[1]))
+                        log.warning(
+                            "reclaimed job %s after its lease expired -> %s", job_id, text(reply[1])
+                        )
                     break
 
     # -- running ---------------------------------------------------------------------------------
@@ -252,7 +265,9 @@ class Worker:
         except JobLeaseLostError:
             log.warning("job %s: lease lost before settling; another attempt owns it", job.id)
         except Exception:
-            log.exception("job %s: could not settle; its lease will expire and be reclaimed", job.id)
+            log.exception(
+                "job %s: could not settle; its lease will expire and be reclaimed", job.id
+            )
         finally:
             slot.finished = True
             keep_alive.cancel()
@@ -314,10 +329,28 @@ class Worker:
         async for attempt in infra_retry(within=self.lease):
             with attempt:
                 reply = await q.scripts.settle(
-                    keys=[k.job(job.id), k.events(job.id), k.leases, k.scheduled, k.ready, k.dead,
-                          k.rank, k.idempotency(job.idempotency_key or ""), k.signal],
-                    args=[job.id, job.token, outcome.kind, outcome.data, ms(outcome.delay),
-                          outcome.reason, ms(q.result_ttl), ms(q.dead_ttl), q.events_max_len],
+                    keys=[
+                        k.job(job.id),
+                        k.events(job.id),
+                        k.leases,
+                        k.scheduled,
+                        k.ready,
+                        k.dead,
+                        k.rank,
+                        k.idempotency(job.idempotency_key or ""),
+                        k.signal,
+                    ],
+                    args=[
+                        job.id,
+                        job.token,
+                        outcome.kind,
+                        outcome.data,
+                        ms(outcome.delay),
+                        outcome.reason,
+                        ms(q.result_ttl),
+                        ms(q.dead_ttl),
+                        q.events_max_len,
+                    ],
                 )
         if int(reply[0]) == Code.LEASE_LOST:
             raise JobLeaseLostError(job.id)

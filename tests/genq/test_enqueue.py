@@ -117,8 +117,17 @@ async def test_enqueue_finished_custom_id_starts_clean(queue):
 async def test_enqueue_rerun_of_same_call_does_not_duplicate(queue):
     """redis-py may resend a script whose reply was lost: the re-run must not make a 2nd job."""
     k = queue.keys
-    args_keys = [k.job("x1"), k.events("x1"), k.ready, k.scheduled, k.rank, k.dead, k.signal,
-                 k.seq, k.idempotency("")]
+    args_keys = [
+        k.job("x1"),
+        k.events("x1"),
+        k.ready,
+        k.scheduled,
+        k.rank,
+        k.dead,
+        k.signal,
+        k.seq,
+        k.idempotency(""),
+    ]
     args = ["x1", "nonce-1", '"p"', 0, 0, 3, "", 1000]
     first = await queue.scripts.enqueue(keys=args_keys, args=args)
     second = await queue.scripts.enqueue(keys=args_keys, args=args)
@@ -128,9 +137,17 @@ async def test_enqueue_rerun_of_same_call_does_not_duplicate(queue):
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"priority": 5000}, {"priority": 1.5}, {"delay": -1}, {"delay": float("inf")},
-     {"max_attempts": 0}, {"idempotency_key": ""}, {"job_id": "a{b}"}, {"job_id": ""},
-     {"idempotency_ttl": 0}],
+    [
+        {"priority": 5000},
+        {"priority": 1.5},
+        {"delay": -1},
+        {"delay": float("inf")},
+        {"max_attempts": 0},
+        {"idempotency_key": ""},
+        {"job_id": "a{b}"},
+        {"job_id": ""},
+        {"idempotency_ttl": 0},
+    ],
 )
 async def test_enqueue_rejects_bad_input_and_writes_nothing(queue, kwargs):
     with pytest.raises(ValueError):

@@ -55,8 +55,11 @@ async def test_leases_stale_token_cannot_emit_heartbeat_or_settle(queue):
     async def handler(job):
         held.set()
         await release.wait()
-        for name, call in [("emit", job.emit("x")), ("progress", job.progress(0.5)),
-                           ("heartbeat", job.heartbeat())]:
+        for name, call in [
+            ("emit", job.emit("x")),
+            ("progress", job.progress(0.5)),
+            ("heartbeat", job.heartbeat()),
+        ]:
             try:
                 await call
                 outcome[name] = "accepted"
@@ -125,10 +128,12 @@ async def test_leases_dead_worker_job_is_reclaimed_or_cancelled(redis, prefix, c
     queue = Queue(redis, prefix, lease=0.3)
     e = await queue.enqueue("p")
     k = queue.keys
+    # A worker claims and activates the job, then dies without a word.
     claimed, _, _ = await queue.scripts.pick(
         keys=[k.ready, k.scheduled, k.leases, k.rank, k.cooldown, k.dead],
         args=[1, 10_000, 1000],
     )
+    assert [c.decode() for c in claimed] == [e.id]
     await queue.scripts.activate(
         keys=[k.job(e.id), k.events(e.id), k.leases], args=[e.id, "dead-worker", 300, 100]
     )

@@ -3,9 +3,19 @@ import importlib
 import genq
 
 SPEC_NAMES = {
-    "Queue", "Worker", "Job", "Event", "QueueStats", "Enqueued", "RetryJobError",
-    "TerminalJobError", "JobLeaseLostError", "JobNotFoundError", "JobFailedError",
-    "JobCancelledError", "JobExistsError",
+    "Queue",
+    "Worker",
+    "Job",
+    "Event",
+    "QueueStats",
+    "Enqueued",
+    "RetryJobError",
+    "TerminalJobError",
+    "JobLeaseLostError",
+    "JobNotFoundError",
+    "JobFailedError",
+    "JobCancelledError",
+    "JobExistsError",
 }
 
 
@@ -16,7 +26,7 @@ def test_public_api_every_name_in_all_imports():
 
 
 def test_public_api_has_every_spec_name():
-    assert SPEC_NAMES <= set(genq.__all__)
+    assert set(genq.__all__) >= SPEC_NAMES
 
 
 def test_public_api_errors_share_one_root():

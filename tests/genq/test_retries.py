@@ -3,9 +3,8 @@ import time
 
 import pytest
 
-from tests.genq.streams import entry_id
-
 from genq import JobFailedError, JobStatus, RetryJobError, TerminalJobError
+from tests.genq.streams import entry_id
 
 
 async def test_retries_until_success_keeping_last_error(queue):
@@ -153,8 +152,11 @@ async def test_retries_restart_marker_drops_old_output(queue):
     assert types == ["chunk", "restarted", "chunk", "completed"]
     assert entry_id(watched[1].id) > entry_id(watched[0].id)
     replay = [(ev.type, ev.data) async for ev in queue.watch(e.id)]
-    assert replay == [("restarted", None), ("chunk", "The capital of France is Paris"),
-                      ("completed", "Paris")]
+    assert replay == [
+        ("restarted", None),
+        ("chunk", "The capital of France is Paris"),
+        ("completed", "Paris"),
+    ]
     text = ""
     for ev in watched:
         if ev.type == "restarted":

@@ -27,7 +27,7 @@ async def test_watch_resume_from_every_cursor_has_no_gap_and_no_duplicate(queue)
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
     for i, ev in enumerate(full):
         resumed = [e async for e in queue.watch(job_id, after=ev.id)]
-        assert resumed == full[i + 1:]
+        assert resumed == full[i + 1 :]
 
 
 async def test_watch_live_sees_events_as_they_happen_and_ends(queue):
@@ -126,7 +126,5 @@ async def test_wait_sees_completion_that_races_its_start(queue):
         return job.payload * 2
 
     async with queue.worker(handler, concurrency=10):
-        results = await asyncio.wait_for(
-            asyncio.gather(*[queue.wait(i) for i in ids]), 20
-        )
+        results = await asyncio.wait_for(asyncio.gather(*[queue.wait(i) for i in ids]), 20)
     assert results == [i * 2 for i in range(40)]

@@ -19,7 +19,9 @@ async def test_worker_emit_and_progress_reach_the_stream(queue):
         assert await queue.wait(e.id, timeout=10) == {"text": "Hello"}
     events = [(ev.type, ev.data) async for ev in queue.watch(e.id)]
     assert events == [
-        ("chunk", "Hello "), ("progress", 0.5), ("chunk", {"structured": True}),
+        ("chunk", "Hello "),
+        ("progress", 0.5),
+        ("chunk", {"structured": True}),
         ("completed", {"text": "Hello"}),
     ]
     job = await queue.get(e.id)
