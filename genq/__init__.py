@@ -1,6 +1,6 @@
 """genq: durable background jobs with a per-job output stream, on Redis."""
 
-from .active_job import ActiveJob
+from .active_job import ActiveJob, emit_many
 from .codecs import Codec, JsonCodec, PydanticCodec
 from .errors import (
     GenqError,
@@ -45,4 +45,5 @@ __all__ = [
     "TerminalJobError",
     "Worker",
     "decode_entry",
+    "emit_many",
 ]

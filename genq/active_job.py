@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .cancellation import raise_if_cancelled
 from .errors import JobLeaseLostError
 from .events import text
+from .retrying import infra_retry
 from .scripts import Code
 from .status import CHUNK, PROGRESS
 
@@ -63,22 +64,28 @@ class ActiveJob:
         await self._append(PROGRESS, json.dumps(value), repr(float(value)))
 
     async def _append(self, kind: str, data: str, progress: str) -> None:
+        keys, args = self._emit_call(kind, data, progress)
+        # A resent emit carries the same sequence number, so retrying a blip cannot duplicate.
+        async for attempt in infra_retry(within=self._lease_ms / 2000):
+            with attempt:
+                reply = await self.queue.scripts.emit(keys=keys, args=args)
+        await self._handle(int(reply[0]))
+
+    def _emit_call(self, kind: str, data: str, progress: str) -> tuple[list[str], list[Any]]:
         self._seq += 1
         k = self.queue.keys
-        reply = await self.queue.scripts.emit(
-            keys=[k.job(self.id), k.events(self.id), k.leases],
-            args=[
-                self.id,
-                self.token,
-                self._seq,
-                kind,
-                data,
-                self._lease_ms,
-                self.queue.events_max_len,
-                progress,
-            ],
-        )
-        await self._handle(int(reply[0]))
+        keys = [k.job(self.id), k.events(self.id), k.leases]
+        args = [
+            self.id,
+            self.token,
+            self._seq,
+            kind,
+            data,
+            self._lease_ms,
+            self.queue.events_max_len,
+            progress,
+        ]
+        return keys, args
 
     async def heartbeat(self) -> None:
         """Renews the lease; the worker calls this when the handler is quiet."""
@@ -98,6 +105,38 @@ class ActiveJob:
             # that await this one, so no more provider output is processed after a Stop.
             await asyncio.sleep(0)
         raise_if_cancelled()
+
+
+async def emit_many(items: Sequence[tuple[ActiveJob, Any]]) -> list[BaseException | None]:
+    """Emits one chunk for each of several jobs of one queue in a single round trip.
+
+    Each item keeps emit's meaning for its job (append, lease renewal, cancellation check).
+    Returns, aligned with ``items``, None or the job's :class:`JobLeaseLostError`; a job whose
+    cancel was requested has its handler cancelled, as with :meth:`ActiveJob.emit`.
+    """
+    if not items:
+        return []
+    queue = items[0][0].queue
+    if any(job.queue is not queue for job, _ in items):
+        raise ValueError("emit_many takes jobs of one queue")
+    calls = [job._emit_call(CHUNK, json.dumps(data, ensure_ascii=False), "") for job, data in items]
+    async for attempt in infra_retry(within=queue.lease / 2):
+        with attempt:
+            async with queue.redis.pipeline(transaction=False) as pipe:
+                for keys, args in calls:
+                    await queue.scripts.emit(keys=keys, args=args, client=pipe)
+                replies = await pipe.execute()
+    results: list[BaseException | None] = []
+    for (job, _), reply in zip(items, replies, strict=True):
+        code = int(reply[0])
+        if code == Code.LEASE_LOST:
+            results.append(JobLeaseLostError(job.id))
+            continue
+        job.renewed_at = time.monotonic()
+        if code == Code.CANCEL_REQUESTED:
+            job._on_cancel()
+        results.append(None)
+    return results
 
 
 def record_fields(raw: list[Any]) -> dict[str, str]:

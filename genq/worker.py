@@ -169,10 +169,15 @@ class Worker:
                 finally:
                     self._blocking = False
                 errors = 0
-            except TRANSIENT as exc:
+            except Exception as exc:  # the loop must outlive any single failure
                 errors += 1
                 delay = min(5.0, 0.05 * 2**errors) * random.uniform(0.5, 1.0)
-                log.warning("redis unavailable while reserving (%s); retrying in %.2fs", exc, delay)
+                if isinstance(exc, TRANSIENT):
+                    log.warning(
+                        "redis unavailable while reserving (%s); retry in %.2fs", exc, delay
+                    )
+                else:
+                    log.exception("reserving failed; retrying in %.2fs", delay)
                 await asyncio.sleep(delay)
 
     async def _pick(self, count: int) -> tuple[list[str], list[str], int]:

@@ -127,3 +127,30 @@ async def test_worker_result_that_cannot_be_encoded_dead_letters(queue):
         with pytest.raises(Exception, match="could not be encoded"):
             await queue.wait(e.id, timeout=10)
     assert (await queue.dead_entries())[0].reason == "terminal"
+
+
+async def test_worker_emit_many_batches_jobs_and_keeps_emit_meaning(queue):
+    from genq import JobLeaseLostError, emit_many
+
+    ids = [(await queue.enqueue(n)).id for n in ("a", "b", "c")]
+    jobs = {}
+    all_started = asyncio.Event()
+    release = asyncio.Event()
+
+    async def handler(job):
+        jobs[job.payload] = job
+        if len(jobs) == 3:
+            all_started.set()
+        await release.wait()
+        return job.payload
+
+    async with queue.worker(handler, concurrency=3):
+        await asyncio.wait_for(all_started.wait(), 5)
+        await queue.redis.hset(queue.keys.job(jobs["b"].id), "token", "stolen")
+        await queue.redis.hset(queue.keys.job(jobs["c"].id), "cancel_requested", 1)
+        results = await emit_many([(jobs[n], f"{n}-1") for n in ("a", "b", "c")])
+        assert results[0] is None and isinstance(results[1], JobLeaseLostError)
+        assert results[2] is None and jobs["c"].signal.is_set()
+        release.set()
+        assert await queue.wait(ids[0], timeout=5) == "a"
+    assert [ev.data async for ev in queue.watch(ids[0])] == ["a-1", "a"]

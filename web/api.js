@@ -1,0 +1,198 @@
+// What both pages share: the API key kept in this browser, one fetch helper that turns the
+// gateway's {"detail": ...} answers into errors, event-id ordering and time formatting.
+
+export class ApiError extends Error {
+  constructor(status, detail, headers) {
+    super(detail || `HTTP ${status}`);
+    this.name = "ApiError";
+    this.status = status;
+    this.headers = headers;
+  }
+}
+
+// FastAPI answers {"detail": "text"} or, for validation errors, {"detail": [{loc, msg}, ...]}.
+function detailText(data) {
+  if (data == null) return "";
+  if (typeof data === "string") return data;
+  const detail = data.detail ?? data;
+  if (typeof detail === "string") return detail;
+  if (Array.isArray(detail)) {
+    return detail.map((d) => (d && d.msg ? `${(d.loc || []).slice(1).join(".")} ${d.msg}`.trim() : String(d))).join("; ");
+  }
+  return JSON.stringify(detail);
+}
+
+function storageGet(store, name) {
+  try {
+    return store.getItem(name);
+  } catch {
+    return null; // storage disabled (private mode, sandboxed frame)
+  }
+}
+
+function storageSet(store, name, value) {
+  try {
+    if (value == null || value === "") store.removeItem(name);
+    else store.setItem(name, value);
+  } catch {
+    // Quota or disabled storage: the page keeps working, only resume-after-refresh is lost.
+  }
+}
+
+export const local = {
+  get: (name) => storageGet(window.localStorage, name),
+  set: (name, value) => storageSet(window.localStorage, name, value),
+  getJSON: (name) => parseJSON(storageGet(window.localStorage, name)),
+  setJSON: (name, value) => storageSet(window.localStorage, name, value == null ? null : JSON.stringify(value)),
+};
+
+export const session = {
+  getJSON: (name) => parseJSON(storageGet(window.sessionStorage, name)),
+  setJSON: (name, value) => storageSet(window.sessionStorage, name, value == null ? null : JSON.stringify(value)),
+};
+
+function parseJSON(text) {
+  if (!text) return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+// The key sent as `Authorization: Bearer`. The generate page and the dashboard keep separate
+// keys, because the dashboard needs one with the admin role.
+const keyStorageName = { user: "genq.apiKey", admin: "genq.adminKey" };
+export const apiKey = (role = "user") => local.get(keyStorageName[role]) || "";
+export const saveApiKey = (role, value) => local.set(keyStorageName[role], value);
+
+let configPromise = null;
+// `GET /v1/config` -> {dev, dev_key?, dev_admin_key?}; absent or failing means "not dev".
+export function gatewayConfig() {
+  configPromise ??= request("/v1/config", { auth: null }).catch(() => ({ dev: false }));
+  return configPromise;
+}
+
+// Fills the key field from this browser's storage, else from the dev default, and saves edits.
+export async function setupKeyField(input, role, onChange) {
+  input.value = apiKey(role);
+  if (!input.value) {
+    const config = await gatewayConfig();
+    const fallback = role === "admin" ? config?.dev_admin_key ?? config?.dev_key : config?.dev_key;
+    if (config?.dev && fallback) {
+      input.value = fallback;
+      saveApiKey(role, fallback);
+    }
+  }
+  input.addEventListener("change", () => {
+    saveApiKey(role, input.value.trim());
+    onChange?.();
+  });
+  // The field sits in its own <form> (browsers expect password fields in one); Enter saves.
+  input.form?.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    input.dispatchEvent(new Event("change"));
+  });
+}
+
+// One JSON request. `auth` is the key role to send ("user" or "admin"), or null for none.
+// Resolves to the parsed body (null for 204); rejects with ApiError on a non-2xx answer and
+// with TypeError when the network failed.
+export async function request(path, { method = "GET", body, headers = {}, auth = "user", signal } = {}) {
+  const sent = { Accept: "application/json", ...headers };
+  const key = auth ? apiKey(auth) : "";
+  if (key) sent.Authorization = `Bearer ${key}`;
+  if (body !== undefined) sent["Content-Type"] = "application/json";
+  const response = await fetch(path, {
+    method,
+    headers: sent,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    cache: "no-store",
+    signal,
+  });
+  if (response.status === 204) return null;
+  const text = await response.text();
+  let data = null;
+  if (text) {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      data = text;
+    }
+  }
+  if (!response.ok) throw new ApiError(response.status, detailText(data) || response.statusText, response.headers);
+  return data;
+}
+
+// A random Idempotency-Key. crypto.randomUUID() exists only in secure contexts (https or
+// localhost); getRandomValues works on a plain-http LAN address too.
+export function newIdempotencyKey() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return "web-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+// Redis stream ids ("<ms>-<seq>") compared as numbers; plain string order is wrong
+// ("9-0" > "10-0").
+export function compareEventIds(a, b) {
+  const [am, as = "0"] = String(a).split("-");
+  const [bm, bs = "0"] = String(b).split("-");
+  const ms = BigInt(am) - BigInt(bm);
+  if (ms !== 0n) return ms < 0n ? -1 : 1;
+  const seq = BigInt(as) - BigInt(bs);
+  return seq === 0n ? 0 : seq < 0n ? -1 : 1;
+}
+
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// "850 ms", "42 s", "3 min 5 s", "2 h 10 min", "3 d 4 h".
+export function formatDuration(seconds) {
+  if (seconds == null || !Number.isFinite(Number(seconds))) return "—";
+  const s = Math.max(0, Number(seconds));
+  if (s < 1) return s === 0 ? "0 s" : `${Math.round(s * 1000)} ms`;
+  if (s < 60) return `${Math.round(s)} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`.replace(/ 0 s$/, "");
+  if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`.replace(/ 0 min$/, "");
+  return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`.replace(/ 0 h$/, "");
+}
+
+// Accepts epoch seconds, epoch milliseconds or an ISO string.
+export function toDate(value) {
+  if (value == null || value === "") return null;
+  if (typeof value === "number" || /^\d+(\.\d+)?$/.test(String(value))) {
+    const n = Number(value);
+    return new Date(n < 1e12 ? n * 1000 : n);
+  }
+  const d = new Date(value);
+  return Number.isNaN(d.getTime()) ? null : d;
+}
+
+export function formatTime(value) {
+  const d = toDate(value);
+  if (!d) return "—";
+  const sameDay = d.toDateString() === new Date().toDateString();
+  return sameDay
+    ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" })
+    : d.toLocaleString([], { dateStyle: "medium", timeStyle: "short" });
+}
+
+export function formatAgo(value) {
+  const d = toDate(value);
+  if (!d) return "";
+  return `${formatDuration((Date.now() - d.getTime()) / 1000)} ago`;
+}
+
+// document.createElement with attributes and children, to build rows without innerHTML.
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value == null || value === false) continue;
+    if (name === "class") node.className = value;
+    else if (name === "text") node.textContent = value;
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child != null && child !== false) node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
