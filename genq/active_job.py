@@ -9,9 +9,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .cancellation import raise_if_cancelled
+from .cluster import run_pipelined
 from .errors import JobLeaseLostError
 from .events import text
-from .retrying import infra_retry
+from .retrying import with_retry
 from .scripts import Code
 from .status import CHUNK, PROGRESS
 
@@ -66,9 +67,9 @@ class ActiveJob:
     async def _append(self, kind: str, data: str, progress: str) -> None:
         keys, args = self._emit_call(kind, data, progress)
         # A resent emit carries the same sequence number, so retrying a blip cannot duplicate.
-        async for attempt in infra_retry(within=self._lease_ms / 2000):
-            with attempt:
-                reply = await self.queue.scripts.emit(keys=keys, args=args)
+        reply = await with_retry(
+            lambda: self.queue.scripts.emit(keys=keys, args=args), within=self._lease_ms / 2000
+        )
         await self._handle(int(reply[0]))
 
     def _emit_call(self, kind: str, data: str, progress: str) -> tuple[list[str], list[Any]]:
@@ -120,12 +121,9 @@ async def emit_many(items: Sequence[tuple[ActiveJob, Any]]) -> list[BaseExceptio
     if any(job.queue is not queue for job, _ in items):
         raise ValueError("emit_many takes jobs of one queue")
     calls = [job._emit_call(CHUNK, json.dumps(data, ensure_ascii=False), "") for job, data in items]
-    async for attempt in infra_retry(within=queue.lease / 2):
-        with attempt:
-            async with queue.redis.pipeline(transaction=False) as pipe:
-                for keys, args in calls:
-                    await queue.scripts.emit(keys=keys, args=args, client=pipe)
-                replies = await pipe.execute()
+    replies = await with_retry(
+        lambda: run_pipelined(queue.redis, queue.scripts.emit, calls), within=queue.lease / 2
+    )
     results: list[BaseException | None] = []
     for (job, _), reply in zip(items, replies, strict=True):
         code = int(reply[0])

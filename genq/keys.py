@@ -7,6 +7,7 @@ every script can touch any of its keys.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 _FORBIDDEN = set("{}\x00")
 
@@ -27,51 +28,51 @@ def check_job_id(job_id: str) -> str:
 class Keys:
     prefix: str
 
-    @property
+    @cached_property
     def tag(self) -> str:
         return "{" + self.prefix + "}"
 
-    @property
+    @cached_property
     def ready(self) -> str:
         """zset: runnable jobs, scored priority-major then FIFO."""
         return f"{self.tag}:ready"
 
-    @property
+    @cached_property
     def scheduled(self) -> str:
         """zset: delayed jobs and backoff retries, scored by ready time (ms)."""
         return f"{self.tag}:scheduled"
 
-    @property
+    @cached_property
     def leases(self) -> str:
         """zset: claimed and running jobs, scored by lease expiry (ms)."""
         return f"{self.tag}:leases"
 
-    @property
+    @cached_property
     def dead(self) -> str:
         """zset: dead-lettered jobs, scored by the time they died (ms)."""
         return f"{self.tag}:dead"
 
-    @property
+    @cached_property
     def rank(self) -> str:
         """hash: job id -> ready-set score, for jobs waiting in the scheduled set."""
         return f"{self.tag}:rank"
 
-    @property
+    @cached_property
     def signal(self) -> str:
         """list: the doorbell idle workers block on."""
         return f"{self.tag}:signal"
 
-    @property
+    @cached_property
     def seq(self) -> str:
         """string: counter that orders jobs within a priority."""
         return f"{self.tag}:seq"
 
-    @property
+    @cached_property
     def cooldown(self) -> str:
         """string with a TTL: while it lives no worker reserves from this queue."""
         return f"{self.tag}:cooldown"
 
-    @property
+    @cached_property
     def cancels(self) -> str:
         """pub/sub channel: ids of running jobs whose cancel was requested."""
         return f"{self.tag}:cancels"

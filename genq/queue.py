@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .cancellation import raise_if_cancelled
+from .cluster import is_cluster, run_pipelined, server_time, socket_timeout
 from .codecs import Codec, json_codec
 from .errors import JobCancelledError, JobFailedError, JobNotFoundError
 from .events import Event, check_cursor, decode_entry, text
@@ -36,8 +37,7 @@ def safe_block(redis: Any, wanted: float) -> float:
     redis-py 8.1 applies its socket timeout (5 s by default) to XREAD BLOCK and BLPOP too, so a
     block as long as the timeout ends in a TimeoutError instead of an empty reply.
     """
-    pool = getattr(redis, "connection_pool", None)
-    timeout = pool.connection_kwargs.get("socket_timeout") if pool is not None else 5.0
+    timeout = socket_timeout(redis)
     return wanted if not timeout else min(wanted, timeout / 2)
 
 
@@ -140,7 +140,10 @@ class Queue:
         idem_ttl = self.result_ttl if idempotency_ttl is None else idempotency_ttl
         if idem_ttl <= 0:
             raise ValueError("idempotency_ttl must be positive")
-        job_id = check_job_id(job_id) if job_id is not None else uuid.uuid4().hex
+        # The nonce lets a resent enqueue recognise the job it already made; a generated id
+        # is unique on its own.
+        nonce = uuid.uuid4().hex
+        job_id = check_job_id(job_id) if job_id is not None else nonce
         k = self.keys
         code, bound = await self.scripts.enqueue(
             keys=[
@@ -156,7 +159,7 @@ class Queue:
             ],
             args=[
                 job_id,
-                uuid.uuid4().hex,
+                nonce,
                 self.codec.encode(payload),
                 priority,
                 ms(delay),
@@ -171,18 +174,31 @@ class Queue:
     # -- reading -------------------------------------------------------------------------------
 
     async def server_time(self) -> float:
-        seconds, micros = await self.redis.time()
-        return int(seconds) + int(micros) / 1e6
+        seconds, micros = await server_time(self.redis, self.keys.ready)
+        return seconds + micros / 1e6
+
+    async def _read_with_time(self, fill: Callable[[Any], object]) -> tuple[list[Any], float]:
+        """The replies of the reads ``fill`` queues on a pipeline, and the server's time.
+
+        A cluster pipeline refuses TIME (it has no key to route by), so there the time is read
+        from the queue's node right after the pipeline.
+        """
+        cluster = is_cluster(self.redis)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            fill(pipe)
+            if not cluster:
+                pipe.time()
+            replies: list[Any] = await pipe.execute()
+        if cluster:
+            return replies, await self.server_time()
+        seconds, micros = replies.pop()
+        return replies, int(seconds) + int(micros) / 1e6
 
     async def get(self, job_id: str) -> Job | None:
         """The job's record, or None when the id is unknown or its record expired."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hgetall(self.keys.job(job_id))
-            pipe.time()
-            raw, (seconds, micros) = await pipe.execute()
+        (raw,), now = await self._read_with_time(lambda pipe: pipe.hgetall(self.keys.job(job_id)))
         if not raw:
             return None
-        now = int(seconds) + int(micros) / 1e6
         return Job.from_hash(raw, self.codec, self.result_codec, now)
 
     async def watch(self, job_id: str, after: str | None = None) -> AsyncIterator[Event]:
@@ -249,17 +265,18 @@ class Queue:
 
     async def stats(self) -> QueueStats:
         k = self.keys
-        async with self.redis.pipeline(transaction=False) as pipe:
+
+        def fill(pipe: Any) -> None:
             for key in (k.ready, k.scheduled, k.leases, k.dead):
                 pipe.zcard(key)
             pipe.zrange(k.ready, 0, 0)
-            pipe.time()
-            waiting, scheduled, active, dead, head, (seconds, _) = await pipe.execute()
+
+        (waiting, scheduled, active, dead, head), now = await self._read_with_time(fill)
         oldest = 0.0
         if head:
             created = await self.redis.hget(k.job(text(head[0])), "created_at")
             if created:
-                oldest = max(0.0, int(seconds) - int(created) / 1000)
+                oldest = max(0.0, int(now) - int(created) / 1000)
         return QueueStats(waiting, scheduled, active, dead, oldest)
 
     # -- controlling ---------------------------------------------------------------------------
@@ -356,12 +373,9 @@ class Queue:
             batch = ids if ids is not None else await self.dead(count=500)
             if not batch:
                 return purged
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for job_id in batch:
-                    await self.scripts.purge_dead(
-                        keys=[k.job(job_id), k.events(job_id), k.dead], args=[job_id], client=pipe
-                    )
-                purged += sum(int(n) for n in await pipe.execute())
+            calls = [([k.job(job_id), k.events(job_id), k.dead], [job_id]) for job_id in batch]
+            replies = await run_pipelined(self.redis, self.scripts.purge_dead, calls)
+            purged += sum(int(n) for n in replies)
             if ids is not None:
                 return purged
 

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from .active_job import ActiveJob, record_fields
 from .cancellation import raise_if_cancelled
+from .cluster import open_pubsub, run_pipelined
 from .errors import JobError, JobLeaseLostError, RetryJobError, TerminalJobError
 from .events import text
 from .queue import ms, safe_block
-from .retrying import TRANSIENT, infra_retry
+from .retrying import TRANSIENT, with_retry
 from .scripts import Code
 
 if TYPE_CHECKING:
@@ -30,6 +31,18 @@ CLAIM_SECONDS = 10.0
 """How long a picked job may wait for its activation before another worker may take it."""
 
 MAX_ERROR_CHARS = 2000
+
+
+def dedicated_client(redis: Any) -> Any:
+    """A client holding one connection of ``redis``'s pool, for the blocking doorbell wait.
+
+    Borrowing a pool connection for each BLPOP would starve running jobs' emits on a bounded
+    pool. A cluster client routes by key and has no single connection to hold: it is used as is.
+    """
+    pool = getattr(redis, "connection_pool", None)
+    if pool is None:
+        return redis
+    return type(redis)(connection_pool=pool, single_connection_client=True)
 
 
 @dataclass
@@ -84,11 +97,12 @@ class Worker:
         self.poll = safe_block(queue.redis, poll or 1.0)
         self.is_retryable = is_retryable
         self.on_error = on_error
-        self._slots: dict[str, _Slot] = {}
+        self._slots: dict[str, _Slot] = {}  # by lease token: one job id can come back here
         self._slot_freed = asyncio.Event()
         self._stopping = False
         self._blocking = False
         self._fetcher: asyncio.Task[None] | None = None
+        self._doorbell: Any = queue.redis
         self._listener: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
 
@@ -97,11 +111,12 @@ class Worker:
     @property
     def running(self) -> list[str]:
         """Ids of the jobs this worker is running."""
-        return list(self._slots)
+        return [slot.job.id for slot in self._slots.values()]
 
     async def start(self) -> Worker:
         if self._fetcher is None:
             self._fetcher = asyncio.create_task(self._fetch_loop(), name="genq-fetch")
+            self._doorbell = dedicated_client(self.queue.redis)
             self._listener = asyncio.create_task(self._listen_cancels(), name="genq-cancels")
         return self
 
@@ -134,6 +149,8 @@ class Worker:
                 await asyncio.wait(pending)
         if self._listener is not None:
             self._listener.cancel()
+            if self._doorbell is not self.queue.redis:
+                await self._doorbell.aclose()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._listener
         self._stopped.set()
@@ -165,7 +182,7 @@ class Worker:
                 self._blocking = True
                 try:
                     if not self._stopping:
-                        await self.queue.redis.blpop([self.queue.keys.signal], max(timeout, 0.01))
+                        await self._doorbell.blpop([self.queue.keys.signal], max(timeout, 0.01))
                 finally:
                     self._blocking = False
                 errors = 0
@@ -191,21 +208,17 @@ class Worker:
     async def _activate(self, ids: list[str]) -> None:
         k = self.queue.keys
         tokens = {job_id: uuid.uuid4().hex for job_id in ids}
-        async for attempt in infra_retry(within=CLAIM_SECONDS):
-            with attempt:
-                async with self.queue.redis.pipeline(transaction=False) as pipe:
-                    for job_id in ids:
-                        await self.queue.scripts.activate(
-                            keys=[k.job(job_id), k.events(job_id), k.leases],
-                            args=[
-                                job_id,
-                                tokens[job_id],
-                                ms(self.lease),
-                                self.queue.events_max_len,
-                            ],
-                            client=pipe,
-                        )
-                    replies = await pipe.execute()
+        calls = [
+            (
+                [k.job(job_id), k.events(job_id), k.leases],
+                [job_id, tokens[job_id], ms(self.lease), self.queue.events_max_len],
+            )
+            for job_id in ids
+        ]
+        replies = await with_retry(
+            lambda: run_pipelined(self.queue.redis, self.queue.scripts.activate, calls),
+            within=CLAIM_SECONDS,
+        )
         for job_id, reply in zip(ids, replies, strict=True):
             if int(reply[0]) == Code.OK:
                 self._spawn(record_fields(reply[1]), tokens[job_id])
@@ -241,7 +254,7 @@ class Worker:
         slot: _Slot
         job = ActiveJob(self.queue, fields, token, self.lease, lambda: self._on_cancel(slot))
         slot = _Slot(job=job)
-        self._slots[job.id] = slot
+        self._slots[token] = slot
         slot.task = asyncio.create_task(self._execute(slot), name=f"genq-job-{job.id}")
 
     def _on_cancel(self, slot: _Slot) -> None:
@@ -276,7 +289,7 @@ class Worker:
         finally:
             slot.finished = True
             keep_alive.cancel()
-            del self._slots[job.id]
+            del self._slots[job.token]
             self._slot_freed.set()
 
     async def _call_handler(self, job: ActiveJob) -> Any:
@@ -331,32 +344,15 @@ class Worker:
 
     async def _settle(self, job: ActiveJob, outcome: _Outcome) -> None:
         q, k = self.queue, self.queue.keys
-        async for attempt in infra_retry(within=self.lease):
-            with attempt:
-                reply = await q.scripts.settle(
-                    keys=[
-                        k.job(job.id),
-                        k.events(job.id),
-                        k.leases,
-                        k.scheduled,
-                        k.ready,
-                        k.dead,
-                        k.rank,
-                        k.idempotency(job.idempotency_key or ""),
-                        k.signal,
-                    ],
-                    args=[
-                        job.id,
-                        job.token,
-                        outcome.kind,
-                        outcome.data,
-                        ms(outcome.delay),
-                        outcome.reason,
-                        ms(q.result_ttl),
-                        ms(q.dead_ttl),
-                        q.events_max_len,
-                    ],
-                )
+        keys = [
+            k.job(job.id), k.events(job.id), k.leases, k.scheduled, k.ready, k.dead, k.rank,
+            k.idempotency(job.idempotency_key or ""), k.signal,
+        ]  # fmt: skip
+        args = [
+            job.id, job.token, outcome.kind, outcome.data, ms(outcome.delay), outcome.reason,
+            ms(q.result_ttl), ms(q.dead_ttl), q.events_max_len,
+        ]  # fmt: skip
+        reply = await with_retry(lambda: q.scripts.settle(keys=keys, args=args), within=self.lease)
         if int(reply[0]) == Code.LEASE_LOST:
             raise JobLeaseLostError(job.id)
 
@@ -394,14 +390,15 @@ class Worker:
         while not self._stopping:
             pubsub = None
             try:
-                pubsub = self.queue.redis.pubsub()
+                pubsub = await open_pubsub(self.queue.redis)
                 await pubsub.subscribe(self.queue.keys.cancels)
                 async for message in pubsub.listen():
                     if message.get("type") != "message":
                         continue
-                    slot = self._slots.get(text(message["data"]))
-                    if slot is not None:
-                        slot.poke.set()
+                    job_id = text(message["data"])
+                    for slot in self._slots.values():
+                        if slot.job.id == job_id:
+                            slot.poke.set()
             except TRANSIENT as exc:
                 log.warning("cancel channel unavailable (%s); relying on heartbeats", exc)
                 await asyncio.sleep(1.0)

@@ -44,8 +44,9 @@ local function dead_letter(job, events, dead, idem, id, now, reason, err, ttl_ms
 end
 
 local function ring_doorbell(signal)
-  redis.call('LPUSH', signal, '1')
-  redis.call('LTRIM', signal, 0, 999)
+  if redis.call('LPUSH', signal, '1') > 1000 then
+    redis.call('LTRIM', signal, 0, 999)
+  end
 end
 
 local function cancel_settle(job, events, idem, id, now, ttl_ms, maxlen)

@@ -46,18 +46,20 @@ local priority = tonumber(ARGV[4])
 local delay = tonumber(ARGV[5])
 local rank = (1000 - priority) * 1000000000000 + redis.call('INCR', seq)
 
+local status_now = 'waiting'
+if delay > 0 then
+  status_now = 'scheduled'
+end
 redis.call('HSET', job,
-  'id', id, 'nonce', nonce, 'payload', ARGV[3], 'priority', ARGV[4],
+  'id', id, 'nonce', nonce, 'status', status_now, 'payload', ARGV[3], 'priority', ARGV[4],
   'attempt', 0, 'max_attempts', ARGV[6], 'progress', 0, 'rank', int(rank),
   'created_at', int(now), 'updated_at', int(now), 'run_at', int(now + delay),
   'idempotency_key', ARGV[7], 'idem_ttl', ARGV[8], 'cancel_requested', 0, 'out', 0, 'eseq', 0)
 
 if delay > 0 then
-  redis.call('HSET', job, 'status', 'scheduled')
   redis.call('ZADD', scheduled, int(now + delay), id)
   redis.call('HSET', rank_hash, id, int(rank))
 else
-  redis.call('HSET', job, 'status', 'waiting')
   redis.call('ZADD', ready, int(rank), id)
   ring_doorbell(signal)
 end

@@ -51,9 +51,9 @@ async def test_enqueue_key_held_after_completion_for_idempotency_ttl(queue):
 
     async with queue.worker(handler):
         await queue.wait(e.id, timeout=10)
-    late = await queue.enqueue("p", idempotency_key="k")
-    assert late.id == e.id and late.deduplicated
-    await asyncio.sleep(0.7)
+        late = await queue.enqueue("p", idempotency_key="k")
+        assert late.id == e.id and late.deduplicated
+        await asyncio.sleep(0.7)
     fresh = await queue.enqueue("p", idempotency_key="k")
     assert fresh.id != e.id and not fresh.deduplicated
 

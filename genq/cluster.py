@@ -1,0 +1,84 @@
+"""What genq does differently on a ``redis.asyncio.cluster.RedisCluster`` client.
+
+A queue is one slot, so every command genq sends already lands on one node; only two things
+that redis-py's cluster client refuses need another path:
+
+- its pipelines block ``evalsha`` (and never load a missing script), so a batch of script calls
+  is sent as raw ``EVALSHA`` commands, and a NOSCRIPT (a node that never saw the script, or
+  came back empty after a failover) loads it on every primary and sends the batch again;
+- its pipelines block ``time``, and a plain ``TIME`` goes to whichever node it likes, so the
+  clock is read from the node that holds the queue's slot: the same clock its scripts use;
+- its ``pubsub()`` picks a node from the slot map without loading it, so on a client that has
+  not sent a command yet ``subscribe`` fails with a ``KeyError``: the map is loaded first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import NoScriptError
+
+Call = tuple[Sequence[Any], Sequence[Any]]
+"""One script call: (keys, args)."""
+
+
+def is_cluster(redis: Any) -> bool:
+    return isinstance(redis, RedisCluster)
+
+
+async def run_pipelined(redis: Any, script: Any, calls: Sequence[Call]) -> list[Any]:
+    """Runs a registered ``script`` once per call in one round trip; returns the replies.
+
+    On a cluster a NOSCRIPT reply re-sends the whole batch once the script is loaded: none of
+    the batch ran (one slot, one node), and every genq script is safe to run twice anyway.
+    """
+    if not is_cluster(redis):
+        async with redis.pipeline(transaction=False) as pipe:
+            for keys, args in calls:
+                await script(keys=keys, args=args, client=pipe)
+            replies: list[Any] = await pipe.execute()
+            return replies
+    try:
+        return await _evalsha_batch(redis, script, calls)
+    except NoScriptError:
+        script.sha = await redis.script_load(script.script)  # SCRIPT LOAD goes to all primaries
+        return await _evalsha_batch(redis, script, calls)
+
+
+async def _evalsha_batch(redis: Any, script: Any, calls: Sequence[Call]) -> list[Any]:
+    async with redis.pipeline(transaction=False) as pipe:
+        for keys, args in calls:
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        replies: list[Any] = await pipe.execute()
+        return replies
+
+
+async def server_time(redis: Any, key: str) -> tuple[int, int]:
+    """The server's ``TIME`` as (seconds, microseconds); on a cluster, from ``key``'s node."""
+    if not is_cluster(redis):
+        seconds, micros = await redis.time()
+    else:
+        await redis.initialize()  # the slot map is loaded on first use
+        seconds, micros = await redis.time(target_nodes=redis.get_node_from_key(key))
+    return int(seconds), int(micros)
+
+
+async def open_pubsub(redis: Any) -> Any:
+    """``redis.pubsub()``, on a cluster client once its slot map is loaded."""
+    if is_cluster(redis):
+        await redis.initialize()
+    return redis.pubsub()
+
+
+def socket_timeout(redis: Any) -> float | None:
+    """The client's socket timeout (a cluster client keeps it in its own connection kwargs)."""
+    pool = getattr(redis, "connection_pool", None)
+    if pool is not None:
+        timeout: float | None = pool.connection_kwargs.get("socket_timeout")
+        return timeout
+    if is_cluster(redis):
+        timeout = redis.connection_kwargs.get("socket_timeout")
+        return timeout
+    return 5.0

@@ -1,0 +1,407 @@
+"""Worker processes dying, freezing and shutting down, for real.
+
+Each test runs ``tests/genq/worker_process.py`` as separate processes against the shared server
+and forces the failure with a signal (SIGKILL, SIGSTOP/SIGCONT, SIGTERM), or, where a signal
+cannot time it exactly, by ending a lease through its key (as BullMQ's tests do). The tests wait
+for the markers the processes print, never for a guessed amount of time. The test's own ``queue``
+(tests/genq/conftest.py) only enqueues and watches: the lease that counts is the processes'
+``--lease`` (LEASE here), short so that a reclaim happens within seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from genq import Event, JobFailedError, JobStatus, Queue
+
+pytestmark = pytest.mark.timeout(30)
+
+MODULE = "tests.genq.worker_process"  # run with -m: a script in a dir named genq shadows genq
+ROOT = Path(__file__).resolve().parents[2]
+LEASE = 2.0
+WAIT = 15.0  # upper bound for any single awaited marker (a lease expiry plus a process start)
+
+
+class WorkerProcess:
+    """One ``worker_process.py`` child: its stdout markers, its signals, its exit."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, name: str, stderr: Path) -> None:
+        self.proc = proc
+        self.name = name
+        self.stderr = stderr
+        self.markers: list[dict[str, Any]] = []
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def saw(self, ev: str, **match: Any) -> list[dict[str, Any]]:
+        return [m for m in self.markers if m["ev"] == ev and _matches(m, match)]
+
+    async def expect(self, ev: str, timeout: float = WAIT, **match: Any) -> dict[str, Any]:
+        """Reads markers until one of type ``ev`` with the given fields arrives."""
+        for seen in self.saw(ev, **match):
+            return seen
+        assert self.proc.stdout is not None
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    line = await self.proc.stdout.readline()
+                    if not line:
+                        raise AssertionError(f"{self.name} exited before {ev} {match}")
+                    marker = json.loads(line)
+                    self.markers.append(marker)
+                    if marker["ev"] == ev and _matches(marker, match):
+                        return marker
+        except (AssertionError, TimeoutError) as exc:
+            raise AssertionError(
+                f"{self.name}: no {ev} {match} within {timeout}s; markers {self.markers}; "
+                f"stderr: {self.stderr.read_text()[-2000:]}"
+            ) from exc
+
+    async def drain(self) -> None:
+        """Reads the remaining markers up to the process's exit."""
+        assert self.proc.stdout is not None
+        async for line in self.proc.stdout:
+            self.markers.append(json.loads(line))
+
+    async def exit_code(self, timeout: float = WAIT) -> int:
+        async with asyncio.timeout(timeout):
+            await self.drain()
+            return await self.proc.wait()
+
+    def signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
+
+
+def _matches(marker: dict[str, Any], match: dict[str, Any]) -> bool:
+    return all(marker.get(k) == v for k, v in match.items())
+
+
+Spawn = Callable[..., Awaitable[WorkerProcess]]
+
+
+@pytest.fixture
+async def spawn(redis_url: str, prefix: str, tmp_path: Path) -> AsyncIterator[Spawn]:
+    """Starts worker processes; whatever is still alive at the end is killed (by pid)."""
+    started: list[WorkerProcess] = []
+
+    async def start(name: str, **options: Any) -> WorkerProcess:
+        args = [sys.executable, "-m", MODULE, "--name", name]
+        args += ["--redis-url", redis_url, "--prefix", prefix]
+        for key, value in {"lease": LEASE, **options}.items():
+            args += [f"--{key.replace('_', '-')}", str(value)]
+        stderr = tmp_path / f"{name}.stderr"
+        with stderr.open("wb") as err:
+            proc = await asyncio.create_subprocess_exec(
+                *args,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=err,
+                cwd=ROOT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        worker = WorkerProcess(proc, name, stderr)
+        started.append(worker)
+        await worker.expect("ready")
+        return worker
+
+    try:
+        yield start
+    finally:
+        for worker in started:
+            if worker.proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.proc.kill()  # also ends a SIGSTOPped process
+            await worker.proc.wait()
+
+
+class Watcher:
+    """Follows a job's stream from its first event, as a page opened before the job ran."""
+
+    def __init__(self, queue: Queue, job_id: str) -> None:
+        self.events: list[Event] = []
+        self.task = asyncio.create_task(self._follow(queue, job_id))
+
+    async def _follow(self, queue: Queue, job_id: str) -> None:
+        async for event in queue.watch(job_id):
+            self.events.append(event)
+
+    async def finished(self, timeout: float = WAIT) -> list[Event]:
+        async with asyncio.timeout(timeout):
+            await self.task
+        return self.events
+
+    def cancel(self) -> None:
+        self.task.cancel()
+
+
+@pytest.fixture
+async def watchers() -> AsyncIterator[list[Watcher]]:
+    made: list[Watcher] = []
+    yield made
+    for watcher in made:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher.task
+
+
+def chunks(name: str, count: int) -> list[str]:
+    return [f"{name}:tok{n} " for n in range(1, count + 1)]
+
+
+def split_at_restart(events: list[Event]) -> tuple[list[Event], list[Event]]:
+    types = [e.type for e in events]
+    assert types.count("restarted") == 1, types
+    cut = types.index("restarted")
+    return events[:cut], events[cut + 1 :]
+
+
+def assert_ids_increase(events: list[Event]) -> None:
+    keys = [tuple(int(part) for part in e.id.split("-")) for e in events]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys), [e.id for e in events]
+
+
+async def lease_expired(queue: Queue, redis: Any, job_id: str) -> None:
+    """Returns once the job's lease has expired by the server's clock (leases use it)."""
+    async with asyncio.timeout(WAIT):
+        while True:
+            until = await redis.zscore(queue.keys.leases, job_id)
+            if until is not None and until < await queue.server_time() * 1000:
+                return
+            await asyncio.sleep(0.05)
+
+
+async def status_is(queue: Queue, job_id: str, status: JobStatus) -> None:
+    async with asyncio.timeout(WAIT):
+        while (job := await queue.get(job_id)) is None or job.status is not status:
+            await asyncio.sleep(0.02)
+
+
+async def test_worker_process_killed_mid_stream_job_finishes_on_another(
+    queue: Queue, spawn: Spawn, watchers: list[Watcher]
+) -> None:
+    a = await spawn("A", delay=0.1)
+    job = await queue.enqueue({"chunks": 20})
+    watchers.append(watcher := Watcher(queue, job.id))
+    await a.expect("emit", id=job.id, attempt=1, n=3)
+    b = await spawn("B", delay=0.01)  # an idle fleet member, started while A holds the job
+
+    a.signal(signal.SIGKILL)
+    assert await a.exit_code() == -signal.SIGKILL
+    emitted_by_a = len(a.saw("emit", id=job.id))
+    assert 3 <= emitted_by_a < 20, "A must die mid-stream"
+
+    await b.expect("start", id=job.id, attempt=2)
+    events = await watcher.finished()
+
+    before, after = split_at_restart(events)
+    assert [e.type for e in before] == ["chunk"] * emitted_by_a
+    assert [e.data for e in before] == chunks("A", emitted_by_a)
+    assert [e.type for e in after] == ["chunk"] * 20 + ["completed"]
+    assert [e.data for e in after[:-1]] == chunks("B", 20)
+    result = {"worker": "B", "attempt": 2, "text": "".join(chunks("B", 20))}
+    assert after[-1].data == result
+    assert_ids_increase(events)
+
+    record = await queue.get(job.id)
+    assert record is not None
+    assert (record.status, record.attempt, record.result) == (JobStatus.COMPLETED, 2, result)
+    assert await queue.wait(job.id, timeout=5) == result
+    # A page refreshed now replays no text of the dead attempt.
+    replay = [e async for e in queue.watch(job.id)]
+    assert [e.type for e in replay] == ["restarted"] + ["chunk"] * 20 + ["completed"]
+    assert [e.id for e in replay] == [e.id for e in events[emitted_by_a:]]
+
+
+async def test_worker_process_frozen_past_lease_cannot_settle_after_takeover(
+    queue: Queue, spawn: Spawn, watchers: list[Watcher], redis: Any
+) -> None:
+    # A's automatic heartbeat is made rare so that, once thawed, its next emit is what
+    # meets the lost lease (with the default heartbeat either may come first).
+    a = await spawn("A", delay=0.1, heartbeat=LEASE * 0.9)
+    job = await queue.enqueue({"chunks": 20})
+    watchers.append(watcher := Watcher(queue, job.id))
+    await a.expect("emit", id=job.id, attempt=1, n=2)
+    a.signal(signal.SIGSTOP)
+    frozen_at = len(a.saw("emit", id=job.id))
+
+    b = await spawn("B", delay=0.01)
+    await b.expect("start", id=job.id, attempt=2)
+    await b.expect("returned", id=job.id, attempt=2)
+    events = await watcher.finished()
+    result = {"worker": "B", "attempt": 2, "text": "".join(chunks("B", 20))}
+    assert events[-1].type == "completed" and events[-1].data == result
+
+    a.signal(signal.SIGCONT)
+    lost = await a.expect("lost", id=job.id, attempt=1)
+    # The stop can land between an accepted emit and its marker line: allow that one.
+    assert lost["n"] in (frozen_at + 1, frozen_at + 2), "the zombie's next emit must be refused"
+    a.signal(signal.SIGTERM)  # stop() waits for the zombie's job task, settle attempt included
+    assert await a.exit_code() == 0
+    assert not a.saw("returned") and not a.saw("start", attempt=2)
+
+    raw = await redis.xrange(queue.keys.events(job.id))
+    types = [fields[b"type"].decode() for _, fields in raw]
+    assert types.count("completed") == 1 and types[-1] == "completed", types
+    assert "failed" not in types and "cancelled" not in types
+    assert not any(b"A:" in fields[b"data"] for _, fields in raw), "zombie output leaked"
+    record = await queue.get(job.id)
+    assert record is not None
+    assert (record.status, record.attempt, record.result) == (JobStatus.COMPLETED, 2, result)
+
+
+async def test_worker_process_settling_after_losing_its_lease_cannot_overwrite_new_attempt(
+    queue: Queue, spawn: Spawn, watchers: list[Watcher], redis: Any
+) -> None:
+    # A's lease runs out while its handler is between its last chunk and its return (as when
+    # A's heartbeats could not reach Redis for a lease's length), and B takes the job over.
+    # A's handler then returns: its settle meets an *active* job held by B's token, and only
+    # the token fences it. The lease is ended by editing its score, so the timing is exact.
+    a = await spawn("A", delay=0.01, linger=1.5, heartbeat=LEASE * 0.95)
+    job = await queue.enqueue({"chunks": 2})
+    watchers.append(watcher := Watcher(queue, job.id))
+    await a.expect("emit", id=job.id, attempt=1, n=1)
+    b = await spawn("B", delay=0.01, linger=3.0)  # B lingers too: A's settle lands mid-attempt 2
+    await a.expect("emit", id=job.id, attempt=1, n=2)
+    assert await redis.zadd(queue.keys.leases, {job.id: 0}, xx=True, ch=True) == 1
+    await redis.lpush(queue.keys.signal, "1")  # wake B now rather than at its next poll
+
+    await b.expect("start", id=job.id, attempt=2)
+    await a.expect("returned", id=job.id, attempt=1)
+    a.signal(signal.SIGTERM)  # stop() returns once A's settle attempt is over
+    assert await a.exit_code() == 0
+    assert "before settling" in a.stderr.read_text(), "A must have tried to settle, refused"
+
+    running = await queue.get(job.id)
+    assert running is not None
+    assert (running.status, running.attempt, running.result) == (JobStatus.ACTIVE, 2, None)
+
+    await b.expect("returned", id=job.id, attempt=2)
+    events = await watcher.finished()
+    result = {"worker": "B", "attempt": 2, "text": "".join(chunks("B", 2))}
+    before, after = split_at_restart(events)
+    assert [e.data for e in before] == chunks("A", 2)
+    assert [e.type for e in after] == ["chunk", "chunk", "completed"]
+    assert after[-1].data == result
+    record = await queue.get(job.id)
+    assert record is not None
+    assert (record.status, record.attempt, record.result) == (JobStatus.COMPLETED, 2, result)
+
+
+async def test_worker_process_taking_back_its_own_lost_job_still_drains_on_sigterm(
+    queue: Queue, spawn: Spawn, watchers: list[Watcher], redis: Any
+) -> None:
+    # A is frozen past its lease; another fleet member reclaims the job; A thaws and its
+    # attempt 1 starts cleaning up after the lost lease (closing a provider stream takes a
+    # moment) while A's own fetcher takes the job back as attempt 2. For a while both attempts
+    # of one job live in one worker; SIGTERM must still wait for attempt 2.
+    a = await spawn("A", delay=0.1, concurrency=2, cleanup=3.0)
+    job = await queue.enqueue({"chunks": 40})
+    watchers.append(watcher := Watcher(queue, job.id))
+    await a.expect("emit", id=job.id, attempt=1, n=2)
+    a.signal(signal.SIGSTOP)
+    await lease_expired(queue, redis, job.id)
+
+    await queue.cooldown(1.0)  # the reclaimed job waits in the ready set until A is back
+
+    async def never(job: Any) -> None:
+        raise AssertionError("the reclaiming worker must not run the job")
+
+    async with queue.worker(never, concurrency=1):  # its first pass reclaims the lease
+        await status_is(queue, job.id, JobStatus.WAITING)
+    a.signal(signal.SIGCONT)
+
+    await a.expect("start", id=job.id, attempt=2)
+    await a.expect("cleaned", id=job.id, attempt=1)  # attempt 1 is over; attempt 2 runs on
+    assert not a.saw("returned"), "attempt 2 must still be running"
+    a.signal(signal.SIGTERM)
+    assert await a.exit_code() == 0
+    evs = [(m["ev"], m.get("attempt")) for m in a.markers]
+    assert ("returned", 2) in evs, f"stop() did not wait for attempt 2: {evs[-6:]}"
+    assert evs.index(("returned", 2)) < evs.index(("exit", None))
+
+    result = {"worker": "A", "attempt": 2, "text": "".join(chunks("A", 40))}
+    events = await watcher.finished()
+    _, after = split_at_restart(events)
+    assert [e.type for e in after] == ["chunk"] * 40 + ["completed"]
+    assert after[-1].data == result
+    record = await queue.get(job.id)
+    assert record is not None
+    assert (record.status, record.attempt, record.result) == (JobStatus.COMPLETED, 2, result)
+    assert "Traceback" not in a.stderr.read_text()
+
+
+async def test_worker_process_killing_itself_dead_letters_after_max_attempts(
+    queue: Queue, spawn: Spawn, watchers: list[Watcher]
+) -> None:
+    job = await queue.enqueue({"chunks": 10}, max_attempts=2)
+    watchers.append(watcher := Watcher(queue, job.id))
+
+    for attempt, name in ((1, "P1"), (2, "P2")):
+        proc = await spawn(name, die_after=2)
+        await proc.expect("start", id=job.id, attempt=attempt)
+        assert await proc.exit_code() == -signal.SIGKILL
+        assert proc.saw("dying", id=job.id, attempt=attempt)
+
+    last = await spawn("P3", die_after=2)  # would die too, if the job ever reached it
+    events = await watcher.finished()
+
+    before, after = split_at_restart(events)
+    assert [e.data for e in before] == chunks("P1", 2)
+    assert [e.type for e in after] == ["chunk", "chunk", "failed"]
+    assert [e.data for e in after[:2]] == chunks("P2", 2)
+    assert "lease expired" in after[-1].data
+
+    record = await queue.get(job.id)
+    assert record is not None
+    dead = (JobStatus.FAILED, 2, "lease_expired")
+    assert (record.status, record.attempt, record.dead_reason) == dead
+    assert await queue.dead() == [job.id]
+    stats = await queue.stats()
+    assert (stats.waiting, stats.scheduled, stats.active, stats.dead) == (0, 0, 0, 1)
+    with pytest.raises(JobFailedError):
+        await queue.wait(job.id, timeout=5)
+
+    last.signal(signal.SIGTERM)
+    assert await last.exit_code() == 0
+    assert not last.saw("start"), "a dead-lettered job must not run a third time"
+
+
+async def test_worker_process_sigterm_lets_running_job_finish_then_exits_zero(
+    queue: Queue, spawn: Spawn, watchers: list[Watcher]
+) -> None:
+    a = await spawn("A", delay=0.1, concurrency=2)
+    job = await queue.enqueue({"chunks": 15})
+    watchers.append(watcher := Watcher(queue, job.id))
+    await a.expect("emit", id=job.id, n=2)
+
+    a.signal(signal.SIGTERM)
+    await a.expect("stopping")
+    assert not a.saw("returned"), "SIGTERM must land mid-job"
+    later = await queue.enqueue({"chunks": 1})  # a stopping worker takes no new job
+
+    assert await a.exit_code() == 0
+    evs = [m["ev"] for m in a.markers]
+    assert evs.index("stopping") < evs.index("returned") < evs.index("exit")
+    assert not a.saw("start", id=later.id)
+
+    result = {"worker": "A", "attempt": 1, "text": "".join(chunks("A", 15))}
+    events = await watcher.finished()
+    assert [e.type for e in events] == ["chunk"] * 15 + ["completed"]
+    assert events[-1].data == result
+    record = await queue.get(job.id)
+    assert record is not None
+    assert (record.status, record.attempt, record.result) == (JobStatus.COMPLETED, 1, result)
+    waiting = await queue.get(later.id)
+    assert waiting is not None and waiting.status is JobStatus.WAITING
+    assert (await queue.stats()).active == 0
