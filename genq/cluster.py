@@ -1,7 +1,7 @@
 """What genq does differently on a ``redis.asyncio.cluster.RedisCluster`` client.
 
-A queue is one slot, so every command genq sends already lands on one node; only two things
-that redis-py's cluster client refuses need another path:
+A queue is one slot, so every command genq sends already lands on one node; only what
+redis-py's cluster client refuses or does differently needs another path:
 
 - its pipelines block ``evalsha`` (and never load a missing script), so a batch of script calls
   is sent as raw ``EVALSHA`` commands, and a NOSCRIPT (a node that never saw the script, or
@@ -9,7 +9,9 @@ that redis-py's cluster client refuses need another path:
 - its pipelines block ``time``, and a plain ``TIME`` goes to whichever node it likes, so the
   clock is read from the node that holds the queue's slot: the same clock its scripts use;
 - its ``pubsub()`` picks a node from the slot map without loading it, so on a client that has
-  not sent a command yet ``subscribe`` fails with a ``KeyError``: the map is loaded first.
+  not sent a command yet ``subscribe`` fails with a ``KeyError``: the map is loaded first;
+- it has no ``connection_pool``: its socket timeout, which bounds blocking reads, is in its
+  ``connection_kwargs``.
 """
 
 from __future__ import annotations

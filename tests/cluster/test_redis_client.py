@@ -1,0 +1,134 @@
+"""``gateway.redis_client.connect``: the right client for the URL, with sane defaults.
+
+Against real servers: the session's single server (``redis_url``) and the local cluster.
+"""
+
+from __future__ import annotations
+
+import pytest
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import SSLConnection
+from redis.crc import key_slot
+
+from gateway.embedded_redis import free_port
+from gateway.redis_client import DEFAULTS, connect, is_cluster_url
+from tests.cluster.local_cluster import LocalCluster
+
+pytestmark = pytest.mark.timeout(30)
+
+
+async def test_connect_plain_url_gives_a_single_node_client_with_defaults(redis_url: str) -> None:
+    client = connect(redis_url)
+    try:
+        assert type(client) is Redis
+        kwargs = client.connection_pool.connection_kwargs
+        assert kwargs["socket_timeout"] == DEFAULTS["socket_timeout"] == 5.0
+        assert kwargs["socket_connect_timeout"] == 2.0
+        assert kwargs["health_check_interval"] == 30.0
+        assert client.connection_pool.max_connections == DEFAULTS["max_connections"]
+        assert await client.ping() is True
+    finally:
+        await client.aclose()
+
+
+async def test_connect_keyword_arguments_override_the_defaults(redis_url: str) -> None:
+    client = connect(redis_url, socket_timeout=1.5, max_connections=3, client_name="genq-test")
+    try:
+        assert isinstance(client, Redis)
+        assert client.connection_pool.connection_kwargs["socket_timeout"] == 1.5
+        assert client.connection_pool.max_connections == 3
+        assert await client.client_getname() == "genq-test"
+    finally:
+        await client.aclose()
+
+
+async def test_connect_pool_timeout_makes_a_bounded_waiting_pool(redis_url: str) -> None:
+    client = connect(redis_url, pool_timeout=0.2, max_connections=1)
+    try:
+        assert isinstance(client, Redis)
+        assert isinstance(client.connection_pool, BlockingConnectionPool)
+        held = await client.connection_pool.get_connection()
+        try:
+            with pytest.raises(Exception, match="No connection available"):
+                await client.ping()  # waits 0.2 s for the one connection, then gives up
+        finally:
+            await client.connection_pool.release(held)
+        assert await client.ping() is True
+    finally:
+        await client.aclose()
+        await client.connection_pool.aclose()
+
+
+async def test_connect_cluster_url_gives_a_cluster_client_that_routes_by_slot(
+    cluster: LocalCluster, cluster_url: str
+) -> None:
+    assert is_cluster_url(cluster_url) and not is_cluster_url(cluster.url)
+    client = connect(cluster_url)
+    try:
+        assert isinstance(client, RedisCluster)
+        assert client.connection_kwargs["socket_timeout"] == 5.0
+        assert client.connection_kwargs["health_check_interval"] == 30.0
+        keys = ["{gen:openai}:k", "{gen:demo}:k", "{gen:anthropic}:k"]
+        owners = {cluster.node_for_slot(key_slot(k.encode())).port for k in keys}
+        assert len(owners) == 3  # one key on each master, written through one client
+        for key in keys:
+            await client.set(key, key)
+        assert [await client.get(key) for key in keys] == [k.encode() for k in keys]
+    finally:
+        await client.aclose()
+
+
+async def test_connect_cluster_flag_turns_a_plain_url_into_a_cluster_client(
+    cluster: LocalCluster,
+) -> None:
+    client = connect(cluster.url, cluster=True)
+    try:
+        assert isinstance(client, RedisCluster)
+        assert await client.ping() is True
+        assert len(client.get_primaries()) == 3
+    finally:
+        await client.aclose()
+
+
+async def test_connect_cluster_url_with_several_startup_nodes_skips_a_dead_one(
+    cluster: LocalCluster,
+) -> None:
+    dead = free_port()  # nothing listens there
+    client = connect(f"redis+cluster://127.0.0.1:{dead},127.0.0.1:{cluster.nodes[1].port}")
+    try:
+        assert isinstance(client, RedisCluster)
+        assert await client.ping() is True
+        assert len(client.get_primaries()) == 3
+    finally:
+        await client.aclose()
+
+
+def test_connect_cluster_url_options_reach_the_cluster_client() -> None:
+    client = connect("rediss+cluster://app:s%40cret@[::1]:7000,[::1]:7001/0?socket_timeout=3")
+    assert isinstance(client, RedisCluster)
+    kwargs = client.connection_kwargs
+    assert kwargs["connection_class"] is SSLConnection
+    assert (kwargs["username"], kwargs["password"]) == ("app", "s@cret")
+    assert kwargs["socket_timeout"] == 3.0  # the URL's query wins over the defaults
+    assert sorted(node.port for node in client.startup_nodes) == [7000, 7001]
+    assert {node.host for node in client.startup_nodes} == {"::1"}
+
+
+@pytest.mark.parametrize(
+    ("url", "options", "message"),
+    [
+        ("http://user:hunter2@example.com", {}, "unsupported Redis URL"),
+        ("redis+cluster://127.0.0.1:7000", {"cluster": False}, "cluster=False"),
+        ("unix:///tmp/redis.sock", {"cluster": True}, "unix sockets"),
+        ("redis+cluster://127.0.0.1:7000", {"pool_timeout": 1.0}, "cannot wait"),
+        ("redis+cluster://127.0.0.1:notaport", {}, "bad port"),
+        ("redis+cluster://", {}, "at least one host"),
+    ],
+)
+def test_connect_rejects_what_it_cannot_honour(
+    url: str, options: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message) as raised:
+        connect(url, **options)  # type: ignore[arg-type]
+    assert "hunter2" not in str(raised.value)
