@@ -77,6 +77,11 @@ class Keys:
         """pub/sub channel: ids of running jobs whose cancel was requested."""
         return f"{self.tag}:cancels"
 
+    @cached_property
+    def dead_letters(self) -> str:
+        """pub/sub channel: a JSON notice for every job that dead-letters."""
+        return f"{self.tag}:deadletters"
+
     def job(self, job_id: str) -> str:
         """hash: the job record."""
         return f"{self.tag}:job:{job_id}"

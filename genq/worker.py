@@ -239,7 +239,14 @@ class Worker:
                         k.idempotency(idem_key),
                         k.signal,
                     ],
-                    args=[job_id, ms(q.result_ttl), ms(q.dead_ttl), q.events_max_len, idem_key],
+                    args=[
+                        job_id,
+                        ms(q.result_ttl),
+                        ms(q.dead_ttl),
+                        q.events_max_len,
+                        idem_key,
+                        k.dead_letters,
+                    ],
                 )
                 if int(reply[0]) != Code.STALE_READ:
                     if int(reply[0]) == 1:
@@ -350,7 +357,7 @@ class Worker:
         ]  # fmt: skip
         args = [
             job.id, job.token, outcome.kind, outcome.data, ms(outcome.delay), outcome.reason,
-            ms(q.result_ttl), ms(q.dead_ttl), q.events_max_len,
+            ms(q.result_ttl), ms(q.dead_ttl), q.events_max_len, k.dead_letters,
         ]  # fmt: skip
         reply = await with_retry(lambda: q.scripts.settle(keys=keys, args=args), within=self.lease)
         if int(reply[0]) == Code.LEASE_LOST:

@@ -35,12 +35,17 @@ local function finish(job, events, status, now, data, ttl_ms, maxlen)
   redis.call('PEXPIRE', events, ttl_ms)
 end
 
-local function dead_letter(job, events, dead, idem, id, now, reason, err, ttl_ms, maxlen)
+-- Dead-letters a job and announces it on the dead-letters channel, for alerting.
+local function dead_letter(job, events, dead, idem, id, now, reason, err, ttl_ms, maxlen, channel)
   redis.call('HSET', job, 'error', err, 'dead_reason', reason)
   finish(job, events, 'failed', now, cjson.encode(err), ttl_ms, maxlen)
   redis.call('ZADD', dead, int(now), id)
   redis.call('ZREMRANGEBYSCORE', dead, '-inf', '(' .. int(now - ttl_ms))
   release_key(idem, id)
+  redis.call('PUBLISH', channel, cjson.encode({
+    id = id, reason = reason, error = err, died_at = now,
+    attempts = tonumber(redis.call('HGET', job, 'attempt')),
+  }))
 end
 
 local function ring_doorbell(signal)

@@ -9,10 +9,11 @@ Safe to run twice: a lease that is no longer expired is left alone.
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] lease set   KEYS[4] ready set
 KEYS[5] dead set     KEYS[6] idempotency key (placeholder if none)   KEYS[7] doorbell list
 ARGV[1] job id   ARGV[2] result ttl (ms)   ARGV[3] dead ttl (ms)   ARGV[4] stream max length
-ARGV[5] the job's idempotency key as read by the caller
+ARGV[5] the job's idempotency key as read by the caller   ARGV[6] dead-letters channel
 Returns {1, status} when reclaimed, {0} when there was nothing to do, {6} when the record
 changed under the caller (read it again).
-Events: failed or cancelled when the job finishes here; none when it goes back to ready.
+Events: failed or cancelled when the job finishes here (a dead letter is also published on the
+dead-letters channel); none when it goes back to ready.
 ]]
 local job, events, leases, ready, dead, idem, signal =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -43,7 +44,8 @@ if status == 'active' then
   end
   local err = 'lease expired on attempt ' .. state[4] .. ' (worker lost)'
   if tonumber(state[4]) >= tonumber(state[5]) then
-    dead_letter(job, events, dead, idem, id, now, 'lease_expired', err, tonumber(ARGV[3]), ARGV[4])
+    dead_letter(job, events, dead, idem, id, now, 'lease_expired', err, tonumber(ARGV[3]),
+      ARGV[4], ARGV[6])
     return {1, 'failed'}
   end
   redis.call('HSET', job, 'error', err)

@@ -14,9 +14,10 @@ KEYS[5] ready set    KEYS[6] dead set     KEYS[7] rank hash   KEYS[8] idempotenc
 KEYS[9] doorbell list
 ARGV[1] job id   ARGV[2] lease token   ARGV[3] outcome   ARGV[4] result (encoded) or error text
 ARGV[5] retry delay (ms)   ARGV[6] dead reason (error | terminal)   ARGV[7] result ttl (ms)
-ARGV[8] dead ttl (ms)   ARGV[9] stream max length
+ARGV[8] dead ttl (ms)   ARGV[9] stream max length   ARGV[10] dead-letters channel
 Returns {0, status after settling} or {4} when the lease is lost.
 Events: completed | failed | cancelled when the job finishes; none for retry and release.
+A dead-lettered job is also published on the dead-letters channel.
 ]]
 local job, events, leases, scheduled, ready, dead, rank_hash, idem, signal =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
@@ -71,5 +72,5 @@ local reason = ARGV[6]
 if outcome == 'retry' then
   reason = 'error'
 end
-dead_letter(job, events, dead, idem, id, now, reason, data, dead_ttl, maxlen)
+dead_letter(job, events, dead, idem, id, now, reason, data, dead_ttl, maxlen, ARGV[10])
 return {0, 'failed'}

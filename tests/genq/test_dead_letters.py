@@ -1,4 +1,5 @@
 import asyncio
+import json
 
 import pytest
 
@@ -80,3 +81,19 @@ async def test_dead_letters_expired_entries_leave_the_listing(redis, prefix):
     second = await _dead_job(queue, payload=2)
     assert await queue.dead() == [second]  # the next death trimmed the stale entry
     assert first not in await queue.dead()
+
+
+async def test_dead_letters_are_announced_on_the_channel(queue, redis):
+    pubsub = redis.pubsub()
+    await pubsub.subscribe(queue.keys.dead_letters)
+    await pubsub.get_message(timeout=1)  # the subscribe confirmation
+    job_id = await _dead_job(queue)
+    message = None
+    for _ in range(50):
+        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1)
+        if message:
+            break
+    await pubsub.aclose()
+    notice = json.loads(message["data"])
+    assert notice["id"] == job_id and notice["reason"] == "terminal"
+    assert notice["error"] == "provider said 400" and notice["attempts"] == 1
