@@ -33,19 +33,15 @@ def is_cluster(redis: Any) -> bool:
 async def run_pipelined(redis: Any, script: Any, calls: Sequence[Call]) -> list[Any]:
     """Runs a registered ``script`` once per call in one round trip; returns the replies.
 
-    On a cluster a NOSCRIPT reply re-sends the whole batch once the script is loaded: none of
-    the batch ran (one slot, one node), and every genq script is safe to run twice anyway.
+    The batch goes out as raw ``EVALSHA`` commands: redis-py's own pipelined scripts cost an
+    extra ``SCRIPT EXISTS`` round trip per batch, and its cluster pipelines refuse them. A
+    NOSCRIPT (a restarted or failed-over server) loads the script and re-sends the whole
+    batch: every genq script is safe to run twice.
     """
-    if not is_cluster(redis):
-        async with redis.pipeline(transaction=False) as pipe:
-            for keys, args in calls:
-                await script(keys=keys, args=args, client=pipe)
-            replies: list[Any] = await pipe.execute()
-            return replies
     try:
         return await _evalsha_batch(redis, script, calls)
     except NoScriptError:
-        script.sha = await redis.script_load(script.script)  # SCRIPT LOAD goes to all primaries
+        script.sha = await redis.script_load(script.script)  # on a cluster: every primary
         return await _evalsha_batch(redis, script, calls)
 
 

@@ -1,0 +1,317 @@
+"""Worker streaming cost: one emit per token vs batched emits, measured side by side.
+
+One worker (this process, pinned to one CPU when there are two or more) runs ``--jobs``
+concurrent demo generations through LiteLLM, first emitting every delta in its own Redis
+round trip, then with the emit batcher (``workers/coalesce.py``), in two scenarios:
+
+- ``full speed``: ``demo/instant``, no pause between tokens; the worker CPU is the limit.
+- ``paced``: ``demo/fast`` at 20 ms per token (50 tokens/s per stream, a hosted model's pace).
+
+A dedicated Redis-protocol server (pinned to another CPU) serves every run, so its counters
+belong to this benchmark alone. For each run it prints: tokens/s delivered to the job streams;
+worker CPU per token; the worker's round trips per token (a pipeline counts one) and commands
+sent per token (a script call counts one); commands Redis executed per token (including those
+inside scripts) and Redis CPU per token; the delay from the provider handing a token to the
+worker until the token is in its job's stream (from the stream entry id, i.e. the Redis
+server clock at 1 ms resolution): median, p99, max; and the longest event-loop stall of the
+run (LiteLLM's per-stream start and finish work, garbage collection). A buffered token waits
+through a stall and an already sent one does not, so the batched tail exceeds the window.
+
+``--source raw`` replaces LiteLLM by a bare token generator, to show the emit path alone.
+
+    .venv/bin/python bench/workers.py [--jobs 64] [--tokens 300] [--window-ms 10] [--repeat 3]
+
+Each mode runs ``--repeat`` times and the fastest run is shown (other processes on a shared
+machine only ever slow a run down).
+"""
+
+# ruff: noqa: E402  (the sys.path fix below must run before the imports)
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Run as a script (``python bench/workers.py``, as ``make bench`` does), this file's directory
+# comes first on sys.path and this module would shadow the ``workers`` package it measures.
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [str(HERE.parent), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
+
+import argparse
+import asyncio
+import contextlib
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
+
+from gateway.embedded_redis import EmbeddedRedis
+from genq import Queue
+from providers.litellm_adapter import Delta
+from workers import handler as handler_module
+from workers.run import WorkerProcess, freeze_heap
+from workers.settings import WorkerSettings
+
+POLL = 0.005
+
+
+class Sent:
+    commands = 0
+    round_trips = 0
+
+
+class CountingPipeline(Pipeline):
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        Sent.commands += len(self.command_stack)
+        Sent.round_trips += 1
+        return await super().execute(raise_on_error)
+
+    async def immediate_execute_command(self, *args: Any, **options: Any) -> Any:
+        Sent.commands += 1  # e.g. the SCRIPT EXISTS redis-py sends before a pipeline of scripts
+        Sent.round_trips += 1
+        return await super().immediate_execute_command(*args, **options)
+
+
+class CountingRedis(aioredis.Redis):
+    """The worker's client, counting the commands and round trips it sends."""
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        Sent.commands += 1
+        Sent.round_trips += 1
+        return await super().execute_command(*args, **options)
+
+    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
+        return CountingPipeline(
+            self.connection_pool, self.response_callbacks, transaction, shard_hint
+        )
+
+
+PRODUCED: dict[str, list[float]] = {}
+"""prompt -> wall-clock time each token left the provider stream (for the latency figures)."""
+
+
+def timed(source: Callable[..., AsyncIterator[Delta]]) -> Callable[..., AsyncIterator[Delta]]:
+    async def stream(
+        model: str, messages: list[dict[str, Any]], params: Any, **kwargs: Any
+    ) -> AsyncIterator[Delta]:
+        times = PRODUCED.setdefault(messages[-1]["content"], [])
+        async with contextlib.aclosing(source(model, messages, params, **kwargs)) as inner:
+            async for delta in inner:
+                if delta.text:
+                    times.append(time.time())
+                yield delta
+
+    return stream
+
+
+async def raw_source(
+    model: str, messages: list[dict[str, Any]], params: dict[str, Any], **_: Any
+) -> AsyncIterator[Delta]:
+    """Tokens with no provider and no LiteLLM: isolates the cost of streaming into Redis."""
+    count = int(params.get("demo_tokens", 100))
+    delay = float(params.get("demo_delay_ms", 0)) / 1000
+    for i in range(count):
+        await asyncio.sleep(delay)
+        yield Delta(text=f"tok{i} ")
+    yield Delta(finish_reason="stop", usage={"completion_tokens": count})
+
+
+@dataclass
+class Run:
+    label: str
+    tokens: int
+    seconds: float
+    cpu: float
+    sent: int
+    trips: int
+    executed: int
+    redis_cpu: float
+    latencies: list[float]
+    stall: float
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds
+
+    def latency(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def watch_loop(stalls: list[float]) -> None:
+    """Records how late a 5 ms sleep wakes up: the event loop's lag (LiteLLM work, GC)."""
+    while True:
+        started = time.perf_counter()
+        await asyncio.sleep(0.005)
+        stalls.append(time.perf_counter() - started - 0.005)
+
+
+async def server_counters(client: Any) -> tuple[int, float]:
+    stats, cpu = await client.info("stats"), await client.info("cpu")
+    return int(stats["total_commands_processed"]), float(cpu["used_cpu_user"]) + float(
+        cpu["used_cpu_sys"]
+    )
+
+
+async def token_latencies(queue: Queue, job_id: str, produced: list[float]) -> list[float]:
+    """Per token: stream entry time (server ms) - time the provider handed the token over."""
+    out: list[float] = []
+    index = 0
+    async for event in queue.watch(job_id):
+        if event.type != "chunk":
+            continue
+        visible = int(event.id.split("-")[0]) / 1000
+        for _ in event.data.split():
+            out.append(visible - produced[index])
+            index += 1
+    assert index == len(produced), (index, len(produced))
+    return out
+
+
+async def run_once(
+    url: str, label: str, window_ms: float, jobs: int, tokens: int, model: str, delay_ms: float
+) -> Run:
+    settings = WorkerSettings(
+        redis_url=url,
+        queue_namespace=f"bench-{uuid.uuid4().hex[:8]}",
+        models=["demo/*"],
+        provider_concurrency={"demo": jobs},
+        coalesce_window_ms=window_ms,
+        lease=120.0,
+    )
+    worker_client = CountingRedis.from_url(url)
+    client = aioredis.Redis.from_url(url)
+    try:
+        process = WorkerProcess.build(settings, worker_client)
+        queue = Queue(client, prefix=process.queues["demo"].prefix)
+        params = {"demo_tokens": tokens, "demo_delay_ms": delay_ms}
+        prompts = {
+            (await queue.enqueue({"model": model, "prompt": p, "params": params})).id: p
+            for p in (f"bench {uuid.uuid4().hex}" for _ in range(jobs))
+        }
+        executed0, redis_cpu0 = await server_counters(client)
+        sent0, trips0 = Sent.commands, Sent.round_trips
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        stalls: list[float] = []
+        lag_watch = asyncio.create_task(watch_loop(stalls))
+        await process.start()
+        k = queue.keys
+        while True:
+            await asyncio.sleep(POLL)
+            async with client.pipeline(transaction=False) as pipe:
+                pipe.zcard(k.ready).zcard(k.leases).zcard(k.scheduled)
+                if sum(await pipe.execute()) == 0:
+                    break
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        sent, trips = Sent.commands - sent0, Sent.round_trips - trips0
+        lag_watch.cancel()
+        executed1, redis_cpu1 = await server_counters(client)
+        polls_and_infos = 2 + 3 * round(wall / POLL)  # approximate; tiny next to the rest
+        await process.stop()
+
+        latencies: list[float] = []
+        for job_id, prompt in prompts.items():
+            job = await queue.get(job_id)
+            assert job is not None and job.status.value == "completed", job
+            assert len(job.result["text"].split()) == tokens
+            latencies += await token_latencies(queue, job_id, PRODUCED.pop(prompt))
+        return Run(
+            label=label,
+            tokens=jobs * tokens,
+            seconds=wall,
+            cpu=cpu,
+            sent=sent,
+            trips=trips,
+            executed=max(0, executed1 - executed0 - polls_and_infos),
+            redis_cpu=redis_cpu1 - redis_cpu0,
+            latencies=latencies,
+            stall=max(stalls, default=0.0),
+        )
+    finally:
+        await worker_client.aclose()
+        await client.aclose()
+
+
+def pin(pid: int, cpu: int) -> None:
+    with contextlib.suppress(AttributeError, OSError):
+        if len(os.sched_getaffinity(0)) >= 2:
+            os.sched_setaffinity(pid, {cpu})
+
+
+def report(title: str, runs: list[Run]) -> None:
+    print(f"\n{title}")
+    header = (
+        f"{'emits':<18}{'tokens/s':>9}{'CPU/token':>12}{'trips/token':>12}{'sent/token':>12}"
+        f"{'executed/token':>16}"
+        f"{'Redis CPU/token':>17}{'token->stream p50':>19}{'p99':>9}{'max':>9}"
+        f"{'loop stall':>12}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in runs:
+        print(
+            f"{r.label:<18}{r.tokens_per_s:>9.0f}{r.cpu / r.tokens * 1e6:>9.1f} us"
+            f"{r.trips / r.tokens:>12.3f}{r.sent / r.tokens:>12.3f}{r.executed / r.tokens:>16.2f}"
+            f"{r.redis_cpu / r.tokens * 1e6:>14.1f} us{r.latency(0.5) * 1e3:>16.1f} ms"
+            f"{r.latency(0.99) * 1e3:>6.1f} ms{max(r.latencies) * 1e3:>6.1f} ms"
+            f"{r.stall * 1e3:>9.0f} ms"
+        )
+    base, coal = runs
+    print(
+        f"  batched vs one per token: {coal.tokens_per_s / base.tokens_per_s:.1f}x tokens/s, "
+        f"{(base.cpu / base.tokens) / (coal.cpu / coal.tokens):.1f}x less worker CPU per token, "
+        f"{base.trips / max(coal.trips, 1):.0f}x fewer round trips, "
+        f"{base.sent / max(coal.sent, 1):.0f}x fewer commands sent, "
+        f"{(base.redis_cpu / base.tokens) / max(coal.redis_cpu / coal.tokens, 1e-12):.0f}x less "
+        f"Redis CPU per token; added delay per token: "
+        f"p50 {(coal.latency(0.5) - base.latency(0.5)) * 1e3:+.1f} ms, "
+        f"p99 {(coal.latency(0.99) - base.latency(0.99)) * 1e3:+.1f} ms"
+    )
+
+
+async def main(args: argparse.Namespace) -> None:
+    source = raw_source if args.source == "raw" else handler_module.stream_chat
+    handler_module.stream_chat = timed(source)  # type: ignore[assignment]
+    scenarios = [
+        ("full speed", "demo/instant", 0.0, args.tokens),
+        ("paced, 20 ms per token", "demo/fast", 20.0, args.paced_tokens),
+    ]
+    freeze_heap()  # as the worker process does
+    with EmbeddedRedis() as server:
+        assert server.pid is not None
+        pin(server.pid, 0)
+        pin(0, 1)
+        await run_once(server.url, "warm-up", args.window_ms, 4, 20, "demo/instant", 0)
+        for title, model, delay_ms, tokens in scenarios:
+            runs = []
+            for label, window in (
+                ("one per token", 0.0),
+                (f"batched {args.window_ms:g} ms", args.window_ms),
+            ):
+                tries = [
+                    await run_once(server.url, label, window, args.jobs, tokens, model, delay_ms)
+                    for _ in range(args.repeat)
+                ]
+                runs.append(max(tries, key=lambda r: r.tokens_per_s))  # least disturbed run
+            report(
+                f"{title}: {args.jobs} generations x {tokens} tokens, source={args.source}", runs
+            )
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--jobs", type=int, default=64)
+    p.add_argument("--tokens", type=int, default=300, help="tokens per generation, full speed")
+    p.add_argument("--paced-tokens", type=int, default=100, help="tokens per paced generation")
+    p.add_argument("--window-ms", type=float, default=10.0)
+    p.add_argument("--source", choices=("litellm", "raw"), default="litellm")
+    p.add_argument("--repeat", type=int, default=3, help="runs per mode; the fastest is shown")
+    return p.parse_args()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(parse()))

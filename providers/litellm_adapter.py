@@ -1,0 +1,119 @@
+"""Streams a chat completion through LiteLLM as plain :class:`Delta` s, owning every failure.
+
+- Retries are the queue's job: LiteLLM's (``num_retries``) and the SDK's (``max_retries``) are
+  off on every call, so a 429 is one request, not three.
+- The stream is always closed in a ``finally``: when the task consuming it is cancelled (Stop)
+  the upstream connection is torn down at once instead of streaming on until garbage
+  collection. Consume it with ``contextlib.aclosing`` so that also holds when the consumer is
+  cancelled while awaiting something else.
+- A stream that yields nothing for ``silence_timeout`` seconds is aborted as a retryable error,
+  so a hung provider cannot hold a job for a whole lease.
+- Every exception leaves as a ``genq.RetryJobError`` or ``genq.TerminalJobError``
+  (see :mod:`providers.errors`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from providers import demo
+from providers._litellm import litellm
+from providers.errors import ProviderSilenceError, to_job_error
+
+DEFAULT_SILENCE_TIMEOUT = 30.0
+
+demo.register()
+
+
+@dataclass(frozen=True)
+class Delta:
+    """One step of a stream: some text, and on the last steps the finish reason and usage."""
+
+    text: str = ""
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+
+
+async def stream_chat(
+    model: str,
+    messages: list[dict[str, Any]],
+    params: Mapping[str, Any] | None = None,
+    *,
+    silence_timeout: float = DEFAULT_SILENCE_TIMEOUT,
+    api_base: str | None = None,
+    api_key: str | None = None,
+) -> AsyncIterator[Delta]:
+    """Yields the deltas of ``model``'s answer to ``messages``.
+
+    ``params`` are generation params (``temperature``, ``max_tokens``, ...; ``demo_*`` for the
+    demo provider). Raises ``RetryJobError`` / ``TerminalJobError`` only.
+    """
+    request = {
+        **(params or {}),
+        "model": model,
+        "messages": messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_retries": 0,
+        "num_retries": 0,
+        "drop_params": True,  # a param one provider lacks (e.g. seed) is dropped, not fatal
+    }
+    if api_base:
+        request["api_base"] = api_base
+    if api_key:
+        request["api_key"] = api_key
+    secrets = (api_key,) if api_key else ()
+
+    response = await _within(silence_timeout, litellm.acompletion(**request), secrets)
+    try:
+        while True:
+            try:
+                chunk = await _within(silence_timeout, anext(response), secrets)
+            except StopAsyncIteration:
+                return
+            delta = _delta(chunk)
+            if delta is not None:
+                yield delta
+    finally:
+        await response.aclose()
+
+
+async def _within(seconds: float, awaitable: Any, secrets: tuple[str, ...]) -> Any:
+    """Awaits ``awaitable``; silence past ``seconds`` and provider errors become job errors."""
+    timer = asyncio.timeout(seconds)
+    try:
+        async with timer:
+            return await awaitable
+    except StopAsyncIteration:
+        raise
+    except Exception as exc:
+        if timer.expired():
+            raise to_job_error(ProviderSilenceError(seconds)) from exc
+        raise to_job_error(exc, secrets) from exc
+
+
+def _delta(chunk: Any) -> Delta | None:
+    choices = getattr(chunk, "choices", None) or []
+    text, finish = "", None
+    if choices:
+        choice = choices[0]
+        delta = getattr(choice, "delta", None)
+        text = (getattr(delta, "content", None) or "") if delta is not None else ""
+        finish = getattr(choice, "finish_reason", None) or None
+    usage = _usage(getattr(chunk, "usage", None))
+    if not text and finish is None and usage is None:
+        return None
+    return Delta(text, finish, usage)
+
+
+def _usage(usage: Any) -> dict[str, int] | None:
+    if usage is None:
+        return None
+    fields = ("prompt_tokens", "completion_tokens", "total_tokens")
+    values = {name: getattr(usage, name, None) for name in fields}
+    if all(v is None for v in values.values()):
+        return None
+    return {name: int(v or 0) for name, v in values.items()}

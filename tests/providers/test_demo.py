@@ -1,0 +1,114 @@
+"""The demo provider: deterministic text through LiteLLM, and faults on request."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import pytest
+
+from genq import RetryJobError, TerminalJobError
+from providers.demo import DemoScript
+from providers.errors import RateLimitedError
+from providers.litellm_adapter import stream_chat
+
+
+def user(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+async def run(model: str, prompt: str, params: dict, silence_timeout: float = 5.0) -> str:
+    stream = stream_chat(model, user(prompt), params, silence_timeout=silence_timeout)
+    async with contextlib.aclosing(stream):
+        return "".join([d.text async for d in stream])
+
+
+def test_demo_script_is_deterministic_and_sized() -> None:
+    a = DemoScript.from_request("demo/fast", user("tell me a story"), {"demo_tokens": 12})
+    b = DemoScript.from_request("demo/fast", user("tell me a story"), {"demo_tokens": 12})
+    assert a == b
+    assert len(a.tokens) == 12
+    assert a.text.startswith("Echo: tell me a story This answer")
+    long = DemoScript.from_request("demo/fast", user("x"), {"demo_tokens": 500})
+    assert len(long.tokens) == 500
+
+
+def test_demo_speed_comes_from_the_model_name_or_params() -> None:
+    assert DemoScript.from_request("demo/fast", user("x"), {}).delay == 0.02
+    assert DemoScript.from_request("demo/slow", user("x"), {}).delay == 0.2
+    assert DemoScript.from_request("demo/instant", user("x"), {}).delay == 0.0
+    assert DemoScript.from_request("demo/slow", user("x"), {"demo_delay_ms": 5}).delay == 0.005
+
+
+def test_demo_faults_from_prompt_markers_and_params() -> None:
+    marker = DemoScript.from_request("demo/fast", user("hi [demo:429:7]"), {})
+    assert (marker.fault, marker.retry_after) == ("429", 7.0)
+    assert "[demo:" not in marker.text.split("This answer")[0]
+    drop = DemoScript.from_request("demo/fast", user("[demo:drop:10]"), {})
+    assert (drop.fault, drop.fault_after) == ("drop", 10)
+    param = DemoScript.from_request("demo/fast", user("[demo:500]"), {"demo_fault": "hang"})
+    assert (param.fault, param.fault_after) == ("hang", 3)
+    with pytest.raises(ValueError, match="demo_fault"):
+        DemoScript.from_request("demo/fast", user("x"), {"demo_fault": "explode"})
+
+
+def test_demo_fault_hits_only_the_chosen_attempts() -> None:
+    params = {"demo_fault": "500", "demo_fault_attempts": 2}
+    assert DemoScript.from_request("demo/x", user("x"), {**params, "demo_attempt": 2}).fault
+    assert not DemoScript.from_request("demo/x", user("x"), {**params, "demo_attempt": 3}).fault
+
+
+async def test_demo_streams_its_script_through_litellm() -> None:
+    params = {"demo_tokens": 20, "demo_delay_ms": 0}
+    text = await run("demo/anything", "hello", params)
+    assert text == DemoScript.from_request("demo/anything", user("hello"), params).text
+
+
+async def test_demo_streams_at_the_requested_speed() -> None:
+    started = time.monotonic()
+    await run("demo/fast", "x", {"demo_tokens": 6, "demo_delay_ms": 50})
+    assert time.monotonic() - started >= 0.3
+
+
+async def test_demo_429_carries_retry_after() -> None:
+    with pytest.raises(RateLimitedError) as info:
+        await run("demo/fast", "x", {"demo_fault": "429", "demo_retry_after": 4})
+    assert info.value.retry_after == 4.0
+    assert info.value.provider_wide
+
+
+async def test_demo_500_is_retryable_and_400_terminal() -> None:
+    with pytest.raises(RetryJobError):
+        await run("demo/fast", "[demo:500]", {})
+    with pytest.raises(TerminalJobError):
+        await run("demo/fast", "[demo:400]", {})
+
+
+async def test_demo_drop_is_retryable_after_partial_output() -> None:
+    seen: list[str] = []
+    stream = stream_chat("demo/instant", user("x"), {"demo_fault": "drop", "demo_after": 4})
+    with pytest.raises(RetryJobError, match="dropped"):
+        async with contextlib.aclosing(stream):
+            async for delta in stream:
+                seen.append(delta.text)
+    assert len([t for t in seen if t]) == 4
+
+
+async def test_demo_hang_trips_the_silence_timeout() -> None:
+    started = time.monotonic()
+    with pytest.raises(RetryJobError, match="silence timeout"):
+        await run("demo/instant", "[demo:hang]", {}, silence_timeout=0.3)
+    assert time.monotonic() - started < 2
+
+
+async def test_demo_fault_is_skipped_on_a_later_attempt() -> None:
+    text = await run("demo/instant", "[demo:500]", {"demo_attempt": 2, "demo_tokens": 5})
+    assert text.startswith("Echo:")
+
+
+@pytest.mark.parametrize(
+    "params", [{"demo_fault": "explode"}, {"demo_tokens": 0}, {"demo_delay_ms": "soon"}]
+)
+async def test_demo_bad_params_are_terminal(params: dict) -> None:
+    with pytest.raises(TerminalJobError, match="demo provider"):
+        await run("demo/fast", "x", params)

@@ -1,0 +1,53 @@
+"""The 429 bookkeeping: a shared cooldown on the provider's queue, and a counter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from genq import Queue, RetryJobError
+from providers.errors import RateLimitedError
+from providers.limits import RATE_LIMITED_COUNTER, note_rate_limit
+
+
+@pytest.fixture
+def queue(redis: Any, prefix: str) -> Queue:
+    return Queue(redis, prefix=f"{prefix}-gen:openai")
+
+
+async def counted(queue: Queue) -> int:
+    return int(await queue.redis.get(queue.keys.extra(RATE_LIMITED_COUNTER)) or 0)
+
+
+async def test_provider_wide_429_pauses_the_queue_for_every_worker(queue: Queue) -> None:
+    remaining = await note_rate_limit(queue, RateLimitedError("429", 3.0, provider_wide=True))
+    assert remaining == pytest.approx(3.0, abs=0.1)
+    assert 2.5 < await queue.cooldown_remaining() <= 3.0
+    assert await counted(queue) == 1
+
+
+async def test_shorter_429_keeps_the_longer_cooldown(queue: Queue) -> None:
+    await note_rate_limit(queue, RateLimitedError("429", 5.0, provider_wide=True))
+    await note_rate_limit(queue, RateLimitedError("429", 1.0, provider_wide=True))
+    assert await queue.cooldown_remaining() > 4.0
+    assert await counted(queue) == 2
+
+
+async def test_caller_only_or_waitless_429_does_not_pause(queue: Queue) -> None:
+    assert await note_rate_limit(queue, RateLimitedError("429", 3.0, provider_wide=False)) is None
+    assert await note_rate_limit(queue, RateLimitedError("429", None, provider_wide=True)) is None
+    assert await queue.cooldown_remaining() == 0
+    assert await counted(queue) == 2  # still counted
+
+
+async def test_other_errors_are_ignored(queue: Queue) -> None:
+    assert await note_rate_limit(queue, RetryJobError("500", retry_after=3)) is None
+    assert await queue.cooldown_remaining() == 0
+    assert await counted(queue) == 0
+
+
+def test_counter_name_matches_the_gateway_metrics() -> None:
+    from gateway.metrics import PROVIDER_429_COUNTER
+
+    assert RATE_LIMITED_COUNTER == PROVIDER_429_COUNTER

@@ -1,0 +1,92 @@
+"""Fixtures for worker tests: a fake OpenAI server and workers running in this process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from genq import Event, Queue
+from tests.fakes.litellm_warnings import ignore_litellm_warnings
+from tests.fakes.openai_server import FakeOpenAI
+from workers.run import WorkerProcess
+from workers.settings import WorkerSettings
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    ignore_litellm_warnings(items, Path(__file__).parent)
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(default_tokens=5) as server:
+        yield server
+
+
+@pytest.fixture
+def worker_settings(
+    redis_url: str, prefix: str, fake_openai: FakeOpenAI
+) -> Callable[..., WorkerSettings]:
+    """Settings for a worker on this test's own queues (``<prefix>-gen:<provider>``)."""
+
+    def make(**overrides: Any) -> WorkerSettings:
+        values: dict[str, Any] = {
+            "redis_url": redis_url,
+            "queue_namespace": f"{prefix}-gen",
+            "models": ["demo/*", "openai/gpt-4o-mini"],
+            "provider_api_bases": {"openai": fake_openai.base_url},
+            "provider_api_key_envs": {"openai": "GENQ_TEST_OPENAI_KEY"},
+            "lease": 10.0,
+            "backoff": 0.05,
+            "max_backoff": 0.2,
+            "silence_timeout": 5.0,
+            "drain_deadline": 2.0,
+        }
+        values.update(overrides)
+        return WorkerSettings(**values)
+
+    return make
+
+
+@pytest.fixture
+async def start_workers(
+    redis: Any, worker_settings: Callable[..., WorkerSettings], monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Callable[..., Any]]:
+    """Starts a WorkerProcess in this event loop; stopped at teardown."""
+    monkeypatch.setenv("GENQ_TEST_OPENAI_KEY", "sk-test-worker-0123456789")
+    started: list[WorkerProcess] = []
+
+    async def start(**overrides: Any) -> WorkerProcess:
+        process = WorkerProcess.build(worker_settings(**overrides), redis)
+        await process.start()
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        with contextlib.suppress(Exception):
+            await process.stop(deadline=0)
+
+
+async def events_of(queue: Queue, job_id: str, timeout: float = 20.0) -> list[Event]:
+    """Every event of a job up to its terminal one."""
+
+    async def read() -> list[Event]:
+        return [event async for event in queue.watch(job_id)]
+
+    return await asyncio.wait_for(read(), timeout)
+
+
+def final_text(events: list[Event]) -> str:
+    """What a watcher shows: chunks since the last ``restarted``."""
+    text = ""
+    for event in events:
+        if event.type == "restarted":
+            text = ""
+        elif event.type == "chunk":
+            text += event.data
+    return text

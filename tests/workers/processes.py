@@ -1,0 +1,72 @@
+"""``python -m workers`` as a real child process, for the kill and drain tests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT = 30.0  # importing LiteLLM takes seconds, more on a busy machine
+
+
+class WorkerChild:
+    """One worker process; its log lines are collected as they arrive."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self._new_line = asyncio.Event()
+        self._reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def spawn(cls, env: dict[str, str]) -> WorkerChild:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "workers",
+            cwd=ROOT,
+            env={**os.environ, "GENQ_LOG_LEVEL": "INFO", **env},
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        return cls(proc)
+
+    async def _read(self) -> None:
+        assert self.proc.stderr is not None
+        while line := await self.proc.stderr.readline():
+            self.lines.append(line.decode(errors="replace").rstrip())
+            self._new_line.set()
+
+    async def wait_for_log(self, text: str, timeout: float = START_TIMEOUT) -> str:
+        """The first log line containing ``text``; fails if the process exits first."""
+        async with asyncio.timeout(timeout):
+            while True:
+                for line in self.lines:
+                    if text in line:
+                        return line
+                if self.proc.returncode is not None or self._reader.done():
+                    raise AssertionError(f"worker exited before logging {text!r}: {self.log}")
+                self._new_line.clear()
+                await self._new_line.wait()
+
+    @property
+    def log(self) -> str:
+        return "\n".join(self.lines[-30:])
+
+    async def wait_exit(self, timeout: float) -> int:
+        async with asyncio.timeout(timeout):
+            code = await self.proc.wait()
+            await self._reader
+            return code
+
+    async def close(self) -> None:
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+            await self.proc.wait()
+        self._reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._reader

@@ -1,0 +1,1 @@
+"""The generation worker process: runs genq Workers over the provider queues."""

@@ -1,0 +1,61 @@
+"""The worker process's settings, from ``GENQ_`` environment variables.
+
+Routing (models, providers, queue namespace, per-provider concurrency) comes from
+:class:`providers.routing.RoutingSettings`, shared with the gateway so both agree on the queues.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import NoDecode
+
+from providers.routing import RoutingSettings, split_list
+
+
+class WorkerSettings(RoutingSettings):
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    """GENQ_REDIS_URL."""
+    worker_providers: Annotated[list[str], NoDecode] = []
+    """GENQ_WORKER_PROVIDERS: the providers this process serves (default: all configured)."""
+    lease: float = Field(60.0, gt=0)
+    """GENQ_LEASE: seconds a job stays ours without a heartbeat."""
+    result_ttl: float = Field(3600.0, gt=0)
+    """GENQ_RESULT_TTL: seconds a finished generation stays readable (same as the gateway's)."""
+    max_attempts: int = Field(3, ge=1)
+    """GENQ_MAX_ATTEMPTS: the queue's default, for jobs enqueued without one."""
+    backoff: float = Field(1.0, ge=0)
+    """GENQ_BACKOFF: base of the exponential retry backoff (full jitter), seconds."""
+    max_backoff: float = Field(60.0, ge=0)
+    """GENQ_MAX_BACKOFF: the backoff's ceiling, seconds (a Retry-After may exceed it)."""
+    silence_timeout: float = Field(30.0, gt=0)
+    """GENQ_SILENCE_TIMEOUT: a stream silent this long is aborted and retried."""
+    drain_deadline: float = Field(25.0, ge=0)
+    """GENQ_DRAIN_DEADLINE: on SIGTERM, seconds in-flight jobs get to finish before being
+    handed back (keep it under the orchestrator's kill grace period, 30 s by default)."""
+    coalesce_window_ms: float = Field(10.0, ge=0)
+    """GENQ_COALESCE_WINDOW_MS: deltas (of all jobs of a provider) arriving within this window
+    share one round trip; 0 = one emit per delta."""
+    coalesce_max_chars: int = Field(2048, ge=1)
+    """GENQ_COALESCE_MAX_CHARS: a job with this much text buffered is sent without waiting."""
+    redis_socket_timeout: float = Field(5.0, gt=0)
+    """GENQ_REDIS_SOCKET_TIMEOUT: a dead connection fails after this instead of hanging."""
+    log_level: str = "INFO"
+    """GENQ_LOG_LEVEL."""
+    startup_timeout: float = Field(60.0, gt=0)
+    """GENQ_STARTUP_TIMEOUT: how long to wait for Redis at start before giving up."""
+
+    @field_validator("worker_providers", mode="before")
+    @classmethod
+    def _parse_providers(cls, value: Any) -> Any:
+        return split_list(value)
+
+    def selected_providers(self) -> list[str]:
+        """The providers to serve; unknown names are a configuration error."""
+        configured = self.routing().providers
+        names = self.worker_providers or list(configured)
+        unknown = sorted(set(names) - set(configured))
+        if unknown:
+            raise ValueError(f"GENQ_WORKER_PROVIDERS names unknown providers {unknown}")
+        return names
