@@ -1,0 +1,740 @@
+"""SSE fan-out: the gateway's shared tail against a naive one-XREAD-per-viewer reader.
+
+One gateway process serves ``--viewers`` concurrent SSE viewers spread over ``--generations``
+live generations. A genq worker (in this process) makes every generation emit ``--rate`` chunks
+per second for ``--duration`` seconds. Each configuration runs twice on the same load:
+
+- ``shared``: the gateway as shipped; per queue, one task blocks in one XREAD over every
+  watched stream and fans entries out in memory.
+- ``naive``: the gateway with its tail replaced by what ``Queue.watch`` does for each viewer:
+  a blocking XREAD per viewer, on a connection of its own.
+
+For each run it prints the Redis connections the gateway held (peak, sampled), the delay from
+the append (the stream entry id is the Redis server's clock, in ms) to the moment the viewer
+process read the event: p50 / p99 / max; the gateway's RSS per viewer; the gateway's CPU; and
+Redis CPU: in total, and for the read side alone (total minus a run with the same writes and no
+viewer). Every viewer must receive every chunk of its generation once, in order ("complete").
+
+Processes: a dedicated Redis-protocol server per run, so its counters are this run's alone; the
+gateway pinned to CPU 0; Redis, the worker and the viewer process on the other CPU(s). Each row
+runs ``--repeat`` times and the run with the lowest p99 is shown (other processes on a shared
+machine only ever slow a run down). Every 10th viewer times each event it receives; the others
+only count theirs, so the viewer process keeps up.
+
+    .venv/bin/python -m bench.fanout [--viewers 1000,5000] [--generations 50] [--rate 5]
+                                     [--duration 10] [--readers shared,naive] [--repeat 2]
+
+``FANOUT_PROFILE=/tmp/gw.prof`` writes a cProfile of each gateway process (``.<pid>``).
+Results on the development machine are in ``docs/GATEWAY.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import redis.asyncio as aioredis
+
+from gateway.auth import hash_key
+from gateway.embedded_redis import EmbeddedRedis, free_port
+from gateway.tail import Entry
+from genq import ActiveJob, Keys, Queue
+
+API_KEY = "bench-fanout-key"
+SECRET = "bench-fanout-secret-0123456789"
+MODEL = "demo/fast"
+PROVIDER = "demo"
+CONNECT_BATCH = 250
+SAMPLE_EVERY = 10
+"""Every 10th viewer times each event it gets (the delays are a 10% sample of viewers)."""
+
+
+# -- the gateway process ------------------------------------------------------------------------
+
+
+class NaiveTail:
+    """The per-viewer reader: each viewer blocks in its own XREAD, on its own connection."""
+
+    def __init__(self, redis_url: str, keys: Keys, namespace: str, block: float = 5.0) -> None:
+        self.keys = keys
+        self.block_ms = int(block * 1000)
+        self.redis = aioredis.Redis.from_url(
+            redis_url,
+            max_connections=1_000_000,  # one per blocked viewer, as many as there are
+            client_name=f"naive-viewer:{namespace}",
+            socket_timeout=block + 10,
+        )
+        self.viewers = 0
+        self.streams = 0
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        await self.redis.aclose()
+
+    async def follow(self, job_id: str, after: str | None = None) -> AsyncIterator[list[Entry]]:
+        key = self.keys.events(job_id)
+        cursor = after or "0-0"
+        self.viewers += 1
+        try:
+            while True:
+                reply = await self.redis.xread({key: cursor}, count=500, block=self.block_ms)
+                if not reply:
+                    continue
+                batch = [Entry.from_redis(i, f) for i, f in reply[0][1]]
+                yield batch
+                cursor = batch[-1].id
+                if batch[-1].terminal:
+                    return
+        finally:
+            self.viewers -= 1
+
+
+def gateway_settings(redis_url: str, namespace: str) -> Any:
+    from gateway.settings import Settings
+
+    return Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        dev=False,
+        redis_url=redis_url,
+        queue_namespace=namespace,
+        secret=SECRET,
+        models=[MODEL],
+        api_keys={f"sha256:{hash_key(API_KEY)}": "bench"},
+        tenant_rate=1e6,
+        tenant_burst=1_000_000,
+        tenant_max_in_flight=1_000_000,
+    )
+
+
+def serve(args: argparse.Namespace) -> None:
+    """Role ``serve``: the gateway, with the shared tail or the naive reader."""
+    import uvicorn
+
+    from gateway.app import create_app
+
+    pin({0})
+    settings = gateway_settings(args.redis_url, args.namespace)
+    app = create_app(settings)
+    if args.reader == "naive":
+        opened = app.router.lifespan_context
+
+        @contextlib.asynccontextmanager
+        async def with_naive_reader(app: Any) -> AsyncIterator[Any]:
+            async with opened(app) as state:
+                gateway = app.state.gateway
+                for name, tail in list(gateway.tails.items()):
+                    await tail.stop()
+                    gateway.tails[name] = NaiveTail(
+                        args.redis_url, tail.keys, args.namespace, settings.tail_block
+                    )
+                yield state
+
+        app.router.lifespan_context = with_naive_reader
+    if os.environ.get("FANOUT_PROFILE"):
+        profile_app(app, os.environ["FANOUT_PROFILE"])
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        backlog=8192,
+        timeout_graceful_shutdown=2,
+    )
+
+
+def profile_app(app: Any, path: str) -> None:
+    """cProfile from startup to shutdown (dumped by the lifespan: uvicorn re-raises SIGTERM
+    once it stopped, so nothing after ``uvicorn.run`` would run)."""
+    import cProfile
+
+    profiler = cProfile.Profile()
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def profiled(app: Any) -> AsyncIterator[Any]:
+        async with inner(app) as state:
+            profiler.enable()
+            try:
+                yield state
+            finally:
+                profiler.disable()
+                profiler.dump_stats(f"{path}.{os.getpid()}")
+
+    app.router.lifespan_context = profiled
+
+
+# -- the viewer process -------------------------------------------------------------------------
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.delays = array.array("d")
+        self.connected = 0
+        self.done = 0
+        self.failed = 0
+        self.complete = 0
+
+
+class Viewer(asyncio.Protocol):
+    """One SSE connection. A sampled viewer parses every event (HTTP chunked framing, ``id:``)
+    to time it and check the order; the others only count events, with C-speed byte counts, so
+    the viewer process keeps up with thousands of connections on one CPU."""
+
+    def __init__(
+        self,
+        request: bytes,
+        stats: Stats,
+        expected: int,
+        finished: asyncio.Event,
+        total: int,
+        sampled: bool,
+    ) -> None:
+        self.request = request
+        self.stats = stats
+        self.expected = expected
+        self.finished = finished
+        self.total = total
+        self.sampled = sampled
+        self.raw = bytearray()
+        self.body = bytearray()
+        self.headers_done = False
+        self.chunk_left = -1  # -1: a chunk-size line is due; -2: the CRLF after a chunk
+        self.ids: list[tuple[int, int]] = []
+        self.count = 0
+        self.tail = b""
+        self.ended = False
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        transport.write(self.request)  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        if not self.headers_done:
+            self.raw += data
+            end = self.raw.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            if b" 200 " not in self.raw[: self.raw.find(b"\r\n")]:
+                self._finish(ok=False)
+                return
+            self.headers_done = True
+            self.stats.connected += 1
+            data = bytes(self.raw[end + 4 :])
+            self.raw.clear()
+        if self.sampled:
+            self.raw += data
+            self._unchunk()
+            self._events(time.time() * 1000)
+            return
+        self.count += (self.tail[-4:] + data).count(b"\nid: ")
+        joined = self.tail + data
+        self.tail = joined[-16:]
+        if b"event: completed" in joined or b"event: failed" in joined:
+            self._finish(ok=True)
+
+    def _unchunk(self) -> None:
+        raw = self.raw
+        while raw:
+            if self.chunk_left == -2:
+                if len(raw) < 2:
+                    return
+                del raw[:2]
+                self.chunk_left = -1
+            if self.chunk_left == -1:
+                line_end = raw.find(b"\r\n")
+                if line_end < 0:
+                    return
+                self.chunk_left = int(raw[:line_end], 16)
+                del raw[: line_end + 2]
+                if self.chunk_left == 0:
+                    return
+            take = min(self.chunk_left, len(raw))
+            self.body += raw[:take]
+            del raw[:take]
+            self.chunk_left -= take
+            if self.chunk_left == 0:
+                self.chunk_left = -2
+
+    def _events(self, now_ms: float) -> None:
+        body = self.body
+        cut = body.rfind(b"\n")
+        if cut < 0:
+            return
+        lines = bytes(body[:cut]).split(b"\n")
+        del body[: cut + 1]
+        for line in lines:
+            if line.startswith(b"id: "):
+                ms, _, seq = line[4:].partition(b"-")
+                self.ids.append((int(ms), int(seq)))
+                self.stats.delays.append(now_ms - int(ms))
+            elif line in (b"event: completed", b"event: failed", b"event: cancelled"):
+                self._finish(ok=True)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.ended:
+            self._finish(ok=False)
+
+    def _finish(self, ok: bool) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        self.stats.done += 1
+        if self.sampled:
+            whole = self.ids == sorted(set(self.ids)) and len(self.ids) == self.expected
+        else:
+            whole = self.count == self.expected
+        if ok and whole:
+            self.stats.complete += 1
+        if not ok:
+            self.stats.failed += 1
+        if self.transport is not None:
+            self.transport.close()
+        if self.stats.done == self.total:
+            self.finished.set()
+
+
+async def view(args: argparse.Namespace, jobs: list[str]) -> None:
+    """Role ``view``: opens the viewers, says when all are connected, then reports."""
+    pin(other_cpus())
+    loop = asyncio.get_running_loop()
+    stats = Stats()
+    finished = asyncio.Event()
+    expected = int(args.rate * args.duration) + 1
+    viewers: list[Viewer] = []
+    for i in range(args.viewers):
+        job = jobs[i % len(jobs)]
+        request = (
+            f"GET /v1/generations/{job}/events HTTP/1.1\r\nHost: bench\r\n"
+            f"Authorization: Bearer {API_KEY}\r\nAccept: text/event-stream\r\n\r\n"
+        ).encode()
+        sampled = i % SAMPLE_EVERY == 0
+        viewers.append(Viewer(request, stats, expected, finished, args.viewers, sampled))
+    for start in range(0, len(viewers), CONNECT_BATCH):
+        batch = viewers[start : start + CONNECT_BATCH]
+        await asyncio.gather(
+            *(loop.create_connection(lambda v=v: v, "127.0.0.1", args.port) for v in batch)
+        )
+    while stats.connected + stats.failed < args.viewers:
+        await asyncio.sleep(0.01)
+    print(json.dumps({"connected": stats.connected, "failed": stats.failed}), flush=True)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(finished.wait(), args.duration * 3 + 30)
+    delays = sorted(stats.delays)
+    print(
+        json.dumps(
+            {
+                "events": len(delays),
+                "complete": stats.complete,
+                "failed": stats.failed,
+                "p50": pct(delays, 0.50),
+                "p99": pct(delays, 0.99),
+                "max": delays[-1] if delays else None,
+                "cpu": time.process_time(),
+            }
+        ),
+        flush=True,
+    )
+
+
+# -- the orchestrator ---------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    viewers: int
+    reader: str
+    connections: int
+    p50: float | None
+    p99: float | None
+    max: float | None
+    rss_per_viewer_kb: float | None
+    gateway_cpu: float
+    redis_cpu: float
+    redis_read_cpu: float | None
+    viewer_cpu: float | None
+    xreads: int
+    xread_ms: float
+    complete: str
+
+
+def pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def pin(cpus: set[int]) -> None:
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
+        os.sched_setaffinity(0, cpus)
+
+
+def other_cpus() -> set[int]:
+    count = os.cpu_count() or 1
+    return set(range(1, count)) or {0}
+
+
+def rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def redis_cpu(redis: aioredis.Redis) -> float:
+    info = await redis.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+async def xread_stats(redis: aioredis.Redis) -> tuple[int, int]:
+    """(calls, usec) of XREAD so far, as Redis counts them."""
+    stats = (await redis.info("commandstats")).get("cmdstat_xread", {})
+    return int(stats.get("calls", 0)), int(stats.get("usec", 0))
+
+
+async def gateway_connections(redis: aioredis.Redis, namespace: str) -> int:
+    names = {f"genq-gateway:{namespace}", f"genq-tail:{namespace}", f"naive-viewer:{namespace}"}
+    return sum(1 for c in await redis.client_list() if c.get("name") in names)
+
+
+@contextlib.contextmanager
+def process(args: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("ab") as out:
+        child = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield child
+    finally:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+            try:
+                child.wait(15)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+
+async def wait_ready(url: str, child: subprocess.Popen[bytes]) -> None:
+    async with httpx.AsyncClient() as client:
+        for _ in range(300):
+            if child.poll() is not None:
+                raise RuntimeError("the gateway exited at start")
+            with contextlib.suppress(httpx.HTTPError):
+                if (await client.get(f"{url}/readyz")).status_code == 200:
+                    return
+            await asyncio.sleep(0.05)
+    raise TimeoutError("the gateway did not get ready")
+
+
+class Producer:
+    """The generations: each waits for ``go``, then emits ``rate`` chunks a second."""
+
+    def __init__(self, rate: float, duration: float) -> None:
+        self.go = asyncio.Event()
+        self.interval = 1 / rate
+        self.count = int(rate * duration)
+        self.started = 0
+
+    async def handle(self, job: ActiveJob) -> dict[str, Any]:
+        self.started += 1
+        await self.go.wait()
+        offset = (hash(job.id) % 1000) / 1000 * self.interval  # spread the appends evenly
+        await asyncio.sleep(offset)
+        start = time.monotonic()
+        for i in range(self.count):
+            await job.emit(f"token {i} ")
+            next_at = start + (i + 1) * self.interval
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+        return {"text": "done", "model": MODEL, "finish_reason": "stop", "usage": {}}
+
+
+async def one_run(
+    args: argparse.Namespace, viewers: int, reader: str, workdir: Path
+) -> tuple[Result, float]:
+    namespace = f"bench-{uuid.uuid4().hex[:8]}"
+    with EmbeddedRedis(maxclients="20000") as server:
+        if (os.cpu_count() or 1) >= 2 and server.pid:
+            os.sched_setaffinity(server.pid, other_cpus())
+        redis = aioredis.Redis.from_url(server.url)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        log = workdir / f"gateway-{reader}-{viewers}.log"
+        serve_cmd = [
+            sys.executable,
+            "-m",
+            "bench.fanout",
+            "serve",
+            "--redis-url",
+            server.url,
+            "--namespace",
+            namespace,
+            "--port",
+            str(port),
+            "--reader",
+            reader,
+        ]
+        try:
+            with process(serve_cmd, log) as gateway:
+                await wait_ready(url, gateway)
+                producer = Producer(args.rate, args.duration)
+                queue = Queue(redis, prefix=f"{namespace}:{PROVIDER}")
+                async with queue.worker(producer.handle, concurrency=args.generations):
+                    jobs = await enqueue(url, args.generations)
+                    while producer.started < args.generations:
+                        await asyncio.sleep(0.01)
+                    result, write_cpu = await measure(
+                        args,
+                        viewers,
+                        reader,
+                        namespace,
+                        redis,
+                        gateway,
+                        producer,
+                        jobs,
+                        workdir,
+                        port,
+                    )
+            return result, write_cpu
+        finally:
+            await redis.aclose()
+
+
+async def enqueue(url: str, count: int) -> list[str]:
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
+        ids = []
+        for i in range(count):
+            response = await client.post("/v1/generations", json={"model": MODEL, "prompt": str(i)})
+            response.raise_for_status()
+            ids.append(response.json()["id"])
+        return ids
+
+
+async def measure(
+    args: argparse.Namespace,
+    viewers: int,
+    reader: str,
+    namespace: str,
+    redis: aioredis.Redis,
+    gateway: subprocess.Popen[bytes],
+    producer: Producer,
+    jobs: list[str],
+    workdir: Path,
+    port: int,
+) -> tuple[Result, float]:
+    rss_before = rss_kb(gateway.pid)
+    report: dict[str, Any] = {"events": 0, "complete": 0, "p50": None, "p99": None, "max": None}
+    viewer_proc = None
+    if viewers:
+        jobs_file = workdir / f"jobs-{namespace}.json"
+        await asyncio.to_thread(jobs_file.write_text, json.dumps(jobs))
+        viewer_proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bench.fanout",
+            "view",
+            "--port",
+            str(port),
+            "--jobs",
+            str(jobs_file),
+            "--viewers",
+            str(viewers),
+            "--rate",
+            str(args.rate),
+            "--duration",
+            str(args.duration),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert viewer_proc.stdout is not None
+        connected = json.loads(await viewer_proc.stdout.readline())
+        if connected["failed"]:
+            print(f"  ! {connected['failed']} viewers failed to connect", flush=True)
+    await asyncio.sleep(1)  # let the connections settle before reading RSS
+    rss_after = rss_kb(gateway.pid)
+    cpu_redis, cpu_gateway = await redis_cpu(redis), cpu_seconds(gateway.pid)
+    xread_before = await xread_stats(redis)
+    peak_connections = await gateway_connections(redis, namespace)
+
+    producer.go.set()
+    deadline = time.monotonic() + args.duration + 2
+    while time.monotonic() < deadline:
+        peak_connections = max(peak_connections, await gateway_connections(redis, namespace))
+        await asyncio.sleep(0.5)
+    if viewer_proc is not None:
+        assert viewer_proc.stdout is not None
+        report = json.loads(await viewer_proc.stdout.readline())
+        await viewer_proc.wait()
+    else:
+        while (await Queue(redis, prefix=f"{namespace}:{PROVIDER}").stats()).active:
+            await asyncio.sleep(0.1)
+    used_redis = await redis_cpu(redis) - cpu_redis
+    xread_after = await xread_stats(redis)
+    used_gateway = cpu_seconds(gateway.pid) - cpu_gateway
+    result = Result(
+        viewers=viewers,
+        reader=reader,
+        connections=peak_connections,
+        p50=report["p50"],
+        p99=report["p99"],
+        max=report["max"],
+        rss_per_viewer_kb=(rss_after - rss_before) / viewers if viewers else None,
+        gateway_cpu=used_gateway,
+        redis_cpu=used_redis,
+        redis_read_cpu=None,
+        viewer_cpu=report.get("cpu"),
+        xreads=xread_after[0] - xread_before[0],
+        xread_ms=(xread_after[1] - xread_before[1]) / 1000,
+        complete=f"{report['complete']}/{viewers}",
+    )
+    return result, used_redis
+
+
+def fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def table(results: list[Result]) -> str:
+    head = (
+        "viewers",
+        "reader",
+        "redis conns",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "RSS/viewer KB",
+        "gateway CPU s",
+        "Redis CPU s",
+        "Redis read CPU s",
+        "XREADs",
+        "XREAD ms",
+        "viewers' CPU s",
+        "complete",
+    )
+    rows = [head] + [
+        (
+            str(r.viewers),
+            r.reader,
+            str(r.connections),
+            fmt(r.p50),
+            fmt(r.p99),
+            fmt(r.max),
+            fmt(r.rss_per_viewer_kb),
+            fmt(r.gateway_cpu, 2),
+            fmt(r.redis_cpu, 2),
+            fmt(r.redis_read_cpu, 2),
+            str(r.xreads),
+            fmt(r.xread_ms, 0),
+            fmt(r.viewer_cpu, 2),
+            r.complete,
+        )
+        for r in results
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+async def orchestrate(args: argparse.Namespace) -> int:
+    pin(other_cpus())
+    readers = args.readers.split(",")
+    counts = [int(n) for n in args.viewers.split(",")]
+    print(
+        f"{args.generations} generations x {args.rate:g} chunks/s for {args.duration:g}s; "
+        f"gateway on CPU 0, Redis + worker + viewers on CPU(s) {sorted(other_cpus())}",
+        flush=True,
+    )
+    with tempfile.TemporaryDirectory(prefix="genq-fanout-") as tmp:
+        workdir = Path(tmp)
+        write_cpu = min(
+            [(await one_run(args, 0, "shared", workdir))[1] for _ in range(args.repeat)]
+        )
+        print(f"writes alone (no viewer): Redis CPU {write_cpu:.2f}s", flush=True)
+        results: list[Result] = []
+        for count in counts:
+            for reader in readers:
+                runs = []
+                for _ in range(args.repeat):
+                    result, _ = await one_run(args, count, reader, workdir)
+                    result.redis_read_cpu = max(0.0, result.redis_cpu - write_cpu)
+                    print(table([result]).splitlines()[-1], flush=True)
+                    runs.append(result)
+                # Other work on a shared machine only ever slows a run down: keep the best.
+                results.append(min(runs, key=lambda r: r.p99 if r.p99 is not None else 0))
+        print()
+        print(table(results))
+        print()
+        for count in counts:
+            pair = {r.reader: r for r in results if r.viewers == count}
+            if {"shared", "naive"} <= pair.keys():
+                shared, naive = pair["shared"], pair["naive"]
+                print(
+                    f"{count} viewers: naive / shared = "
+                    f"{naive.connections / max(1, shared.connections):.0f}x Redis connections, "
+                    f"{(naive.redis_read_cpu or 0) / max(1e-3, shared.redis_read_cpu or 0):.1f}x "
+                    f"Redis read CPU, "
+                    f"{naive.redis_cpu / max(1e-3, shared.redis_cpu):.1f}x Redis CPU in total"
+                )
+    return 0
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="role")
+    parser.add_argument("--viewers", default="1000,5000")
+    parser.add_argument("--generations", type=int, default=50)
+    parser.add_argument("--rate", type=float, default=5.0, help="chunks/s per generation")
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--readers", default="shared,naive")
+    parser.add_argument("--repeat", type=int, default=2, help="runs per row; the best is kept")
+
+    s = sub.add_parser("serve")
+    s.add_argument("--redis-url", required=True)
+    s.add_argument("--namespace", required=True)
+    s.add_argument("--port", type=int, required=True)
+    s.add_argument("--reader", choices=["shared", "naive"], default="shared")
+
+    v = sub.add_parser("view")
+    v.add_argument("--port", type=int, required=True)
+    v.add_argument("--jobs", required=True)
+    v.add_argument("--viewers", type=int, required=True)
+    v.add_argument("--rate", type=float, required=True)
+    v.add_argument("--duration", type=float, required=True)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if args.role == "serve":
+        serve(args)
+        return 0
+    if args.role == "view":
+        asyncio.run(view(args, json.loads(Path(args.jobs).read_text())))
+        return 0
+    return asyncio.run(orchestrate(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

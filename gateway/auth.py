@@ -1,0 +1,153 @@
+"""API keys -> tenants, the admin role, and watch tokens.
+
+Keys are stored only as SHA-256 digests (they are random 256-bit tokens, so a fast hash is
+enough), either in settings or in a Redis hash managed with ``genq keys``. A watch token lets an
+EventSource (which cannot send headers) follow or cancel one job: it is HMAC-signed and binds a
+tenant, a job id and an expiry.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import Unauthorized
+from .settings import KeyGrant
+
+KEY_CACHE_SECONDS = 5.0
+KEY_CACHE_SIZE = 10_000
+
+
+def hash_key(api_key: str) -> str:
+    """Hex SHA-256 of an API key: the only form a key is ever stored in."""
+    return hashlib.sha256(api_key.encode()).hexdigest()
+
+
+def new_api_key() -> str:
+    return "gq_" + secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True)
+class Principal:
+    tenant: str
+    admin: bool = False
+    key_id: str = ""
+    """The first hex digits of the key's digest: names the key in the audit log."""
+
+    @property
+    def actor(self) -> str:
+        return f"{self.tenant} (key {self.key_id})" if self.key_id else self.tenant
+
+
+class KeyStore:
+    """API keys managed at runtime (``genq keys``), kept in one Redis hash: digest -> grant."""
+
+    def __init__(self, redis: Any, key: str) -> None:
+        self.redis = redis
+        self.key = key
+
+    async def add(self, api_key: str, grant: KeyGrant) -> str:
+        digest = hash_key(api_key)
+        await self.redis.hset(self.key, digest, grant.model_dump_json())
+        return digest
+
+    async def lookup(self, digest: str) -> KeyGrant | None:
+        raw = await self.redis.hget(self.key, digest)
+        return KeyGrant.model_validate_json(raw) if raw else None
+
+    async def revoke(self, digest_prefix: str) -> list[str]:
+        """Removes every key whose digest starts with ``digest_prefix`` (at least 8 hex digits)."""
+        if len(digest_prefix) < 8:
+            raise ValueError("give at least 8 hex digits of the key's digest")
+        matches = [d for d in await self.all() if d.startswith(digest_prefix)]
+        if matches:
+            await self.redis.hdel(self.key, *matches)
+        return matches
+
+    async def all(self) -> dict[str, KeyGrant]:
+        raw = await self.redis.hgetall(self.key)
+        return {_text(d): KeyGrant.model_validate_json(g) for d, g in raw.items()}
+
+
+class Authenticator:
+    """Resolves bearer keys: settings first, then the key store (cached ``cache_seconds``, so
+    a revoked key stops working within that time)."""
+
+    def __init__(
+        self, grants: dict[str, KeyGrant], store: KeyStore, cache_seconds: float = KEY_CACHE_SECONDS
+    ) -> None:
+        self._grants = grants
+        self._store = store
+        self._cache_seconds = cache_seconds
+        self._cache: dict[str, tuple[float, KeyGrant | None]] = {}
+
+    async def principal(self, api_key: str) -> Principal:
+        digest = hash_key(api_key)
+        grant = self._grants.get(digest)
+        if grant is None:
+            grant = await self._cached_lookup(digest)
+        if grant is None:
+            raise Unauthorized("invalid API key")
+        return Principal(tenant=grant.tenant, admin=grant.admin, key_id=digest[:8])
+
+    async def _cached_lookup(self, digest: str) -> KeyGrant | None:
+        now = time.monotonic()
+        hit = self._cache.get(digest)
+        if hit and hit[0] > now:
+            return hit[1]
+        grant = await self._store.lookup(digest)
+        if len(self._cache) >= KEY_CACHE_SIZE:
+            self._cache.clear()
+        self._cache[digest] = (now + self._cache_seconds, grant)
+        return grant
+
+
+class WatchTokens:
+    """Short-lived tokens bound to (tenant, job id, expiry), signed with HMAC-SHA256."""
+
+    def __init__(self, secret: str, ttl: float) -> None:
+        # A key derived for this one purpose, so the secret can sign other things safely.
+        self._key = hmac.new(secret.encode(), b"genq watch token v1", hashlib.sha256).digest()
+        self.ttl = ttl
+
+    def issue(self, tenant: str, job_id: str, now: float | None = None) -> tuple[str, int]:
+        """A token for ``job_id`` and its expiry (epoch seconds)."""
+        expires = int((time.time() if now is None else now) + self.ttl)
+        body = _b64(json.dumps({"t": tenant, "j": job_id, "e": expires}, separators=(",", ":")))
+        return f"{body}.{self._sign(body)}", expires
+
+    def verify(self, token: str, job_id: str, now: float | None = None) -> str:
+        """The tenant the token was issued to; raises :class:`Unauthorized` otherwise."""
+        body, _, signature = token.partition(".")
+        if not body or not hmac.compare_digest(signature, self._sign(body)):
+            raise Unauthorized("invalid or expired watch token")
+        try:
+            claims = json.loads(_unb64(body))
+            tenant, bound_job, expires = claims["t"], claims["j"], int(claims["e"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise Unauthorized("invalid or expired watch token") from exc
+        if bound_job != job_id or expires < (time.time() if now is None else now):
+            raise Unauthorized("invalid or expired watch token")
+        return str(tenant)
+
+    def _sign(self, body: str) -> str:
+        return _b64(hmac.new(self._key, body.encode(), hashlib.sha256).digest())
+
+
+def _b64(data: str | bytes) -> str:
+    raw = data.encode() if isinstance(data, str) else data
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

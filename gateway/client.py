@@ -1,0 +1,416 @@
+"""A small client for the gateway's HTTP API: ``AsyncClient`` and its blocking twin ``Client``.
+
+    async with AsyncClient("http://127.0.0.1:8000", api_key) as genq:
+        created = await genq.generate("demo/fast", prompt="Say hello")
+        async for event in genq.stream(created.id):   # survives disconnects and restarts
+            ...
+        record = await genq.wait(created.id)          # the terminal record, with its text
+
+``generate`` sends an Idempotency-Key (one is made up when not given) and retries a request
+whose answer was lost with the same key, so a retry never bills twice. ``stream`` reconnects
+after a dropped connection or a gateway restart with ``Last-Event-ID``, so no event is missed
+or repeated; it ends after the terminal event. ``text`` follows a stream and returns the final
+text, clearing what it gathered on a ``restarted`` event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+TERMINAL_TYPES = frozenset({"completed", "failed", "cancelled"})
+WAIT_SLICE = 30.0
+GENERATE_ATTEMPTS = 3
+
+
+class APIError(Exception):
+    """A non-2xx answer. ``retry_after`` is set on 429 and 503."""
+
+    def __init__(self, status: int, detail: Any, retry_after: float | None = None) -> None:
+        super().__init__(f"HTTP {status}: {detail}")
+        self.status = status
+        self.detail = detail
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Created:
+    id: str
+    status: str
+    deduplicated: bool
+    events_url: str
+    watch_token: str
+
+
+@dataclass(frozen=True)
+class Event:
+    id: str | None
+    type: str
+    data: Any
+
+    @property
+    def terminal(self) -> bool:
+        return self.type in TERMINAL_TYPES
+
+
+class _SSEParser:
+    """Turns SSE lines into events (``data:`` decoded as JSON) and keeps the server's ``retry:``."""
+
+    def __init__(self) -> None:
+        self.retry: float | None = None
+        self._id: str | None = None
+        self._type = "message"
+        self._data: list[str] = []
+
+    def feed(self, line: str) -> Event | None:
+        if line == "":
+            if not self._data:
+                self._type = "message"
+                return None
+            raw = "\n".join(self._data)
+            event = Event(self._id, self._type, json.loads(raw))
+            self._type, self._data = "message", []
+            return event
+        if line.startswith(":"):
+            return None
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._type = value
+        elif name == "id":
+            self._id = value
+        elif name == "retry" and value.isdigit():
+            self.retry = int(value) / 1000
+        return None
+
+
+def _created(response: httpx.Response) -> Created:
+    body = response.json()
+    return Created(
+        id=body["id"],
+        status=body["status"],
+        deduplicated=body["deduplicated"],
+        events_url=body["events_url"],
+        watch_token=body["watch_token"],
+    )
+
+
+def _raise_for(response: httpx.Response) -> None:
+    if response.is_success:
+        return
+    try:
+        detail = response.json().get("detail")
+    except ValueError:
+        detail = response.text
+    retry_after = response.headers.get("Retry-After")
+    raise APIError(
+        response.status_code, detail, float(retry_after) if retry_after is not None else None
+    )
+
+
+def _generate_body(model: str, prompt: str | None, messages: Any, **fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, **{k: v for k, v in fields.items() if v is not None}}
+    if prompt is not None:
+        body["prompt"] = prompt
+    if messages is not None:
+        body["messages"] = messages
+    return body
+
+
+def _stream_headers(cursor: str | None) -> dict[str, str]:
+    headers = {"Accept": "text/event-stream"}
+    if cursor:
+        headers["Last-Event-ID"] = cursor
+    return headers
+
+
+def _fatal(status: int) -> bool:
+    """4xx other than 429 will not change on retry."""
+    return 400 <= status < 500 and status != 429
+
+
+def _backoff(parser_retry: float | None, failures: int) -> float:
+    base = parser_retry if parser_retry is not None else 1.0
+    return min(30.0, base * (2 ** min(failures, 5))) * random.uniform(0.5, 1.0)
+
+
+class AsyncClient:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = 30.0,
+        max_reconnects: int = 20,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.AsyncClient(
+            base_url=base_url,
+            headers={"Authorization": f"Bearer {api_key}"},
+            timeout=timeout,
+            transport=transport,
+        )
+        self.max_reconnects = max_reconnects
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def generate(
+        self,
+        model: str,
+        prompt: str | None = None,
+        *,
+        messages: list[dict[str, str]] | None = None,
+        params: dict[str, Any] | None = None,
+        priority: int | None = None,
+        delay_ms: int | None = None,
+        metadata: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Created:
+        body = _generate_body(
+            model,
+            prompt,
+            messages,
+            params=params,
+            priority=priority,
+            delay_ms=delay_ms,
+            metadata=metadata,
+        )
+        headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
+        for attempt in range(GENERATE_ATTEMPTS):
+            try:
+                response = await self._http.post("/v1/generations", json=body, headers=headers)
+            except httpx.TransportError:
+                if attempt == GENERATE_ATTEMPTS - 1:
+                    raise
+            else:
+                if response.status_code != 503 or attempt == GENERATE_ATTEMPTS - 1:
+                    _raise_for(response)
+                    return _created(response)
+            await asyncio.sleep(0.2 * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def get(self, job_id: str) -> dict[str, Any]:
+        response = await self._http.get(f"/v1/generations/{job_id}")
+        _raise_for(response)
+        return dict(response.json())
+
+    async def cancel(self, job_id: str) -> dict[str, Any]:
+        response = await self._http.post(f"/v1/generations/{job_id}/cancel")
+        _raise_for(response)
+        return dict(response.json())
+
+    async def wait(self, job_id: str, timeout: float | None = None) -> dict[str, Any]:
+        """The terminal record (completed, failed or cancelled); TimeoutError after ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = WAIT_SLICE if deadline is None else max(0.0, deadline - time.monotonic())
+            slice_ = min(WAIT_SLICE, left)
+            response = await self._http.get(
+                f"/v1/generations/{job_id}/result",
+                params={"timeout": slice_},
+                timeout=slice_ + 10,
+            )
+            _raise_for(response)
+            if response.status_code == 200:
+                return dict(response.json())
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"generation {job_id} not finished after {timeout}s")
+
+    async def stream(self, job_id: str, after: str | None = None) -> AsyncIterator[Event]:
+        """The generation's events from ``after`` on, across reconnects; ends after the last."""
+        cursor, failures, parser = after, 0, _SSEParser()
+        while True:
+            try:
+                async with self._http.stream(
+                    "GET",
+                    f"/v1/generations/{job_id}/events",
+                    headers=_stream_headers(cursor),
+                    timeout=httpx.Timeout(10, read=60),
+                ) as response:
+                    if response.status_code == 204:
+                        return
+                    if _fatal(response.status_code):
+                        await response.aread()
+                        _raise_for(response)
+                    if response.is_success:
+                        async for line in response.aiter_lines():
+                            event = parser.feed(line)
+                            if event is None:
+                                continue
+                            cursor, failures = event.id or cursor, 0
+                            yield event
+                            if event.terminal:
+                                return
+            except httpx.TransportError:
+                pass
+            failures += 1
+            if failures > self.max_reconnects:
+                raise ConnectionError(f"gave up streaming {job_id} after {failures} attempts")
+            await asyncio.sleep(_backoff(parser.retry, failures - 1))
+
+    async def text(self, job_id: str) -> str:
+        """Follows the stream and returns the final text (APIError-free for failed/cancelled:
+        the record says why; the text gathered so far is returned)."""
+        gathered: list[str] = []
+        async for event in self.stream(job_id):
+            gathered = _gather(gathered, event)
+            if event.type == "completed" and isinstance(event.data, dict) and "text" in event.data:
+                return str(event.data["text"])
+        return "".join(gathered)
+
+
+def _gather(gathered: list[str], event: Event) -> list[str]:
+    if event.type == "restarted":
+        return []
+    if event.type == "chunk":
+        data = event.data
+        piece = data.get("text", data.get("delta", "")) if isinstance(data, dict) else data
+        gathered.append(str(piece))
+    return gathered
+
+
+class Client:
+    """The blocking twin of :class:`AsyncClient`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = 30.0,
+        max_reconnects: int = 20,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.Client(
+            base_url=base_url,
+            headers={"Authorization": f"Bearer {api_key}"},
+            timeout=timeout,
+            transport=transport,
+        )
+        self.max_reconnects = max_reconnects
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def generate(
+        self,
+        model: str,
+        prompt: str | None = None,
+        *,
+        messages: list[dict[str, str]] | None = None,
+        params: dict[str, Any] | None = None,
+        priority: int | None = None,
+        delay_ms: int | None = None,
+        metadata: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Created:
+        body = _generate_body(
+            model,
+            prompt,
+            messages,
+            params=params,
+            priority=priority,
+            delay_ms=delay_ms,
+            metadata=metadata,
+        )
+        headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
+        for attempt in range(GENERATE_ATTEMPTS):
+            try:
+                response = self._http.post("/v1/generations", json=body, headers=headers)
+            except httpx.TransportError:
+                if attempt == GENERATE_ATTEMPTS - 1:
+                    raise
+            else:
+                if response.status_code != 503 or attempt == GENERATE_ATTEMPTS - 1:
+                    _raise_for(response)
+                    return _created(response)
+            time.sleep(0.2 * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def get(self, job_id: str) -> dict[str, Any]:
+        response = self._http.get(f"/v1/generations/{job_id}")
+        _raise_for(response)
+        return dict(response.json())
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        response = self._http.post(f"/v1/generations/{job_id}/cancel")
+        _raise_for(response)
+        return dict(response.json())
+
+    def wait(self, job_id: str, timeout: float | None = None) -> dict[str, Any]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = WAIT_SLICE if deadline is None else max(0.0, deadline - time.monotonic())
+            slice_ = min(WAIT_SLICE, left)
+            response = self._http.get(
+                f"/v1/generations/{job_id}/result",
+                params={"timeout": slice_},
+                timeout=slice_ + 10,
+            )
+            _raise_for(response)
+            if response.status_code == 200:
+                return dict(response.json())
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"generation {job_id} not finished after {timeout}s")
+
+    def stream(self, job_id: str, after: str | None = None) -> Iterator[Event]:
+        cursor, failures, parser = after, 0, _SSEParser()
+        while True:
+            try:
+                with self._http.stream(
+                    "GET",
+                    f"/v1/generations/{job_id}/events",
+                    headers=_stream_headers(cursor),
+                    timeout=httpx.Timeout(10, read=60),
+                ) as response:
+                    if response.status_code == 204:
+                        return
+                    if _fatal(response.status_code):
+                        response.read()
+                        _raise_for(response)
+                    if response.is_success:
+                        for line in response.iter_lines():
+                            event = parser.feed(line)
+                            if event is None:
+                                continue
+                            cursor, failures = event.id or cursor, 0
+                            yield event
+                            if event.terminal:
+                                return
+            except httpx.TransportError:
+                pass
+            failures += 1
+            if failures > self.max_reconnects:
+                raise ConnectionError(f"gave up streaming {job_id} after {failures} attempts")
+            time.sleep(_backoff(parser.retry, failures - 1))
+
+    def text(self, job_id: str) -> str:
+        gathered: list[str] = []
+        for event in self.stream(job_id):
+            gathered = _gather(gathered, event)
+            if event.type == "completed" and isinstance(event.data, dict) and "text" in event.data:
+                return str(event.data["text"])
+        return "".join(gathered)

@@ -1,0 +1,170 @@
+"""What routes depend on: the gateway's shared state, the caller's identity, owned jobs.
+
+Identity comes from ``Authorization: Bearer <api key>``; on the events and cancel routes a
+watch token (``?token=``) works too, since EventSource cannot send headers. A job that belongs
+to another tenant is reported exactly like one that does not exist.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Path, Request
+from fastapi.security import APIKeyQuery, HTTPAuthorizationCredentials, HTTPBearer
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+from genq import Job, Queue
+
+from .audit import Audit
+from .auth import Authenticator, KeyStore, Principal, WatchTokens
+from .errors import Forbidden, NotFound, Unauthorized
+from .history import History
+from .limits import Limiter
+from .metrics import Metrics
+from .queues import Queues
+from .readers import open_shared, reader_links
+from .settings import Settings
+from .tail import Tail
+
+
+@dataclass
+class Gateway:
+    """Everything one gateway process shares between requests."""
+
+    settings: Settings
+    redis: Redis | RedisCluster
+    queues: Queues
+    tails: dict[str, Tail]
+    auth: Authenticator
+    keystore: KeyStore
+    tokens: WatchTokens
+    limiter: Limiter
+    metrics: Metrics
+    history: History
+    audit: Audit
+
+    @classmethod
+    async def open(cls, settings: Settings) -> Gateway:
+        redis = open_shared(settings)
+        queues = Queues(
+            redis,
+            settings.routing(),
+            result_ttl=settings.result_ttl,
+            max_attempts=settings.max_attempts,
+        )
+        keystore = KeyStore(redis, settings.key("apikeys"))
+        secret = settings.secret.get_secret_value() if settings.secret else ""
+        tails = {
+            name: Tail(
+                redis,
+                queue.keys,
+                reader_links(redis, settings, queue.keys.tag),
+                block=settings.tail_block,
+                idle_check=settings.tail_idle_check,
+                heartbeat=settings.sse_ping,
+                pace=settings.tail_pace,
+            )
+            for name, queue in queues
+        }
+        for tail in tails.values():
+            await tail.start()
+        history = History(redis, queues, interval=settings.history_interval)
+        history.start()
+        return cls(
+            settings=settings,
+            redis=redis,
+            queues=queues,
+            tails=tails,
+            auth=Authenticator(settings.grants(), keystore, settings.key_cache_seconds),
+            keystore=keystore,
+            tokens=WatchTokens(secret, settings.watch_token_ttl),
+            limiter=Limiter(redis, settings, queues),
+            metrics=Metrics(),
+            history=history,
+            audit=Audit(redis, settings.key("audit")),
+        )
+
+    async def close(self) -> None:
+        await self.history.stop()
+        for tail in self.tails.values():
+            await tail.stop()
+        with contextlib.suppress(Exception):
+            await self.redis.aclose()
+        pool = getattr(self.redis, "connection_pool", None)  # a Redis does not own a pool
+        if pool is not None:  # it was given (a RedisCluster closes its nodes itself)
+            with contextlib.suppress(Exception):
+                await pool.aclose()
+
+
+def get_gateway(request: Request) -> Gateway:
+    gateway: Gateway = request.app.state.gateway
+    return gateway
+
+
+GatewayDep = Annotated[Gateway, Depends(get_gateway)]
+
+_bearer = HTTPBearer(auto_error=False, description="An API key")
+_watch_token = APIKeyQuery(
+    name="token",
+    auto_error=False,
+    description="A watch_token from POST /v1/generations (for EventSource, which cannot send "
+    "headers); bound to one generation and short-lived",
+)
+BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+JobId = Annotated[str, Path(min_length=1, max_length=200, description="A generation id")]
+
+
+async def current_principal(gateway: GatewayDep, credentials: BearerDep) -> Principal:
+    if credentials is None:
+        raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+    return await gateway.auth.principal(credentials.credentials)
+
+
+async def admin_principal(
+    principal: Annotated[Principal, Depends(current_principal)],
+) -> Principal:
+    if not principal.admin:
+        raise Forbidden("this API key lacks the admin role")
+    return principal
+
+
+async def job_tenant(
+    gateway: GatewayDep,
+    credentials: BearerDep,
+    job_id: JobId,
+    token: Annotated[str | None, Depends(_watch_token)] = None,
+) -> str:
+    """The caller's tenant on a route that also takes a watch token for the job in the path."""
+    if credentials is not None:
+        return (await gateway.auth.principal(credentials.credentials)).tenant
+    if token:
+        return gateway.tokens.verify(token, job_id)
+    raise Unauthorized("missing credentials: send 'Authorization: Bearer <key>' or ?token=")
+
+
+PrincipalDep = Annotated[Principal, Depends(current_principal)]
+AdminDep = Annotated[Principal, Depends(admin_principal)]
+JobTenantDep = Annotated[str, Depends(job_tenant)]
+
+
+@dataclass(frozen=True)
+class OwnedJob:
+    provider: str
+    queue: Queue
+    job: Job
+
+
+async def load_owned_job(gateway: Gateway, job_id: str, tenant: str) -> OwnedJob:
+    """The job if it exists and belongs to ``tenant``; NotFound otherwise (either way)."""
+    provider, queue = gateway.queues.locate(job_id)
+    job = await queue.get(job_id)
+    if job is None or tenant_of(job) != tenant:
+        raise NotFound("generation not found")
+    return OwnedJob(provider, queue, job)
+
+
+def tenant_of(job: Job) -> Any:
+    return job.payload.get("tenant") if isinstance(job.payload, dict) else None

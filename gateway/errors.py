@@ -1,0 +1,137 @@
+"""Gateway errors and the one place that turns any error into an HTTP answer.
+
+    GatewayError                 every error the gateway raises on purpose
+    ├── BadRequest          400  malformed cursor, bad header
+    ├── Unauthorized        401  missing or invalid API key or watch token
+    ├── Forbidden           403  the key lacks the admin role
+    ├── NotFound            404  unknown job, or another tenant's
+    ├── PayloadTooLarge     413  request body over the limit
+    ├── Unprocessable       422  model not allowed, Idempotency-Key reused with another body
+    ├── RateLimited         429  enqueue rate or jobs in flight over the tenant's limit
+    └── Unavailable         503  Redis unreachable, or full (maxmemory)
+
+genq's errors and Redis connection failures are mapped here too; nothing reaches the client as
+a bare 500 with a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import traceback
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from starlette.exceptions import HTTPException
+
+from genq.errors import GenqError, JobExistsError, JobNotFoundError
+
+log = logging.getLogger("gateway.errors")
+
+
+class GatewayError(Exception):
+    status = 500
+    headers: dict[str, str] = {}
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class BadRequest(GatewayError):
+    status = 400
+
+
+class Unauthorized(GatewayError):
+    status = 401
+    headers = {"WWW-Authenticate": "Bearer"}
+
+
+class Forbidden(GatewayError):
+    status = 403
+
+
+class NotFound(GatewayError):
+    status = 404
+
+
+class PayloadTooLarge(GatewayError):
+    status = 413
+
+
+class Unprocessable(GatewayError):
+    status = 422
+
+
+class RateLimited(GatewayError):
+    status = 429
+
+    def __init__(self, detail: str, retry_after: float) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
+        self.headers = {"Retry-After": str(max(1, math.ceil(retry_after)))}
+
+
+class Unavailable(GatewayError):
+    status = 503
+
+
+def error_response(exc: Exception) -> JSONResponse:
+    """The HTTP answer for any exception: ``{"detail": ...}`` with the right status."""
+    if isinstance(exc, GatewayError):
+        return JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
+    if isinstance(exc, RequestValidationError):
+        # Where and what only: echoing the input back could repeat a prompt, or fail to
+        # encode at all (a NaN is valid Python JSON input but not JSON output).
+        problems = [
+            {"type": e.get("type"), "loc": list(e.get("loc", ())), "msg": e.get("msg")}
+            for e in exc.errors()
+        ]
+        return JSONResponse({"detail": problems}, 422)
+    if isinstance(exc, HTTPException):
+        return JSONResponse({"detail": exc.detail}, exc.status_code, headers=exc.headers)
+    if isinstance(exc, JobNotFoundError):
+        return JSONResponse({"detail": "generation not found"}, 404)
+    if isinstance(exc, JobExistsError):
+        return JSONResponse({"detail": "a generation with this id is still running"}, 409)
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError | ConnectionError):
+        log.warning("storage unavailable: %s", type(exc).__name__)
+        return JSONResponse(
+            {"detail": "storage unavailable, retry shortly"}, 503, headers={"Retry-After": "1"}
+        )
+    if isinstance(exc, OutOfMemoryError):
+        log.warning("storage full: Redis refused a write (maxmemory)")
+        return JSONResponse(
+            {"detail": "storage is full (Redis maxmemory reached): writes refused, retry later"},
+            503,
+            headers={"Retry-After": "5"},
+        )
+    if isinstance(exc, GenqError):
+        log.error("queue error: %s", type(exc).__name__)
+    else:
+        # Type and traceback only: messages may quote request data (prompts).
+        frames = "".join(traceback.format_tb(exc.__traceback__))
+        log.error("unhandled %s\n%s", type(exc).__name__, frames)
+    return JSONResponse({"detail": "internal error"}, 500)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def handle(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(exc)
+
+    for kind in (
+        GatewayError,
+        RequestValidationError,
+        HTTPException,
+        GenqError,
+        RedisConnectionError,
+        RedisTimeoutError,
+        OutOfMemoryError,
+        ConnectionError,
+        Exception,
+    ):
+        app.add_exception_handler(kind, handle)

@@ -1,0 +1,61 @@
+"""A job as the API shows it: the caller's own view, no other tenant's data, no prompt echo."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from genq import Job, JobStatus
+
+from .schemas import Generation
+
+
+def events_url(job_id: str) -> str:
+    return f"/v1/generations/{job_id}/events"
+
+
+def to_generation(job: Job, now: float | None = None) -> Generation:
+    """``now`` (the Redis clock) fills ``retry_in`` for a scheduled generation."""
+    payload: dict[str, Any] = job.payload if isinstance(job.payload, dict) else {}
+    tenant = payload.get("tenant")
+    result = job.result
+    text = finish_reason = usage = None
+    if isinstance(result, dict):
+        text, finish_reason, usage = (
+            result.get("text"),
+            result.get("finish_reason"),
+            result.get("usage"),
+        )
+    elif isinstance(result, str):
+        text = result
+    key = job.idempotency_key
+    if key and tenant and key.startswith(f"{tenant}:"):
+        key = key[len(tenant) + 1 :]
+    return Generation(
+        id=job.id,
+        status=job.status.value,
+        model=payload.get("model"),
+        text=text,
+        finish_reason=finish_reason,
+        usage=usage if isinstance(usage, dict) else None,
+        error=job.error,
+        attempt=job.attempt,
+        max_attempts=job.max_attempts,
+        progress=job.progress,
+        priority=job.priority,
+        cancel_requested=job.cancel_requested,
+        idempotency_key=key,
+        metadata=payload.get("metadata") or {},
+        created_at=job.created_at,
+        updated_at=job.updated_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        run_at=job.run_at if job.status is JobStatus.SCHEDULED else None,
+        retry_in=_retry_in(job, now),
+        events_url=events_url(job.id),
+    )
+
+
+def _retry_in(job: Job, now: float | None) -> float | None:
+    if job.status is not JobStatus.SCHEDULED or job.run_at is None or now is None:
+        return None
+    return round(max(0.0, job.run_at - now), 3)

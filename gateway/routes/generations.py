@@ -1,0 +1,154 @@
+"""Generations: enqueue, read, cancel, wait for the result, mint a fresh watch token."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Response
+
+from genq import TERMINAL, Job, JobStatus
+
+from ..deps import (
+    GatewayDep,
+    JobId,
+    JobTenantDep,
+    OwnedJob,
+    PrincipalDep,
+    load_owned_job,
+)
+from ..errors import NotFound
+from ..records import events_url, to_generation
+from ..schemas import (
+    ERRORS,
+    IDEMPOTENCY_KEY_PATTERN,
+    CancelResult,
+    Generation,
+    GenerationCreated,
+    GenerationRequest,
+    WatchToken,
+)
+from ..submit import submit
+from ..tail import Entry, Tail, cancel_and_wait
+
+router = APIRouter(prefix="/v1/generations", tags=["generations"], responses=ERRORS)
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=GenerationCreated,
+    responses={200: {"model": GenerationCreated, "description": "An Idempotency-Key replay"}},
+)
+async def create_generation(
+    body: GenerationRequest,
+    gateway: GatewayDep,
+    principal: PrincipalDep,
+    response: Response,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            pattern=IDEMPOTENCY_KEY_PATTERN,
+            description="Replays with the same key and body return the same generation",
+        ),
+    ] = None,
+) -> GenerationCreated:
+    """Enqueues a generation (202), or returns the one this Idempotency-Key made (200)."""
+    submitted = await submit(gateway, principal, body, idempotency_key)
+    token, expires = gateway.tokens.issue(principal.tenant, submitted.id)
+    if submitted.deduplicated:
+        response.status_code = 200
+    response.headers["Location"] = f"/v1/generations/{submitted.id}"
+    return GenerationCreated(
+        id=submitted.id,
+        status=submitted.status,
+        deduplicated=submitted.deduplicated,
+        events_url=events_url(submitted.id),
+        result_url=f"/v1/generations/{submitted.id}/result",
+        watch_token=token,
+        watch_token_expires_at=expires,
+    )
+
+
+@router.get("/{job_id}", response_model=Generation)
+async def get_generation(job_id: JobId, gateway: GatewayDep, tenant: JobTenantDep) -> Generation:
+    """The generation's record; ``text`` is set once it completed, ``retry_in`` while it is
+    scheduled. Takes a watch token too."""
+    owned = await load_owned_job(gateway, job_id, tenant)
+    now = await owned.queue.server_time() if owned.job.status is JobStatus.SCHEDULED else None
+    return to_generation(owned.job, now)
+
+
+@router.post("/{job_id}/cancel", response_model=CancelResult)
+async def cancel_generation(
+    job_id: JobId, gateway: GatewayDep, tenant: JobTenantDep
+) -> CancelResult:
+    """Stops the generation: a waiting one at once, a running one on its worker's next step.
+
+    ``cancelled`` is true when it will not produce a result. Takes a watch token too."""
+    owned = await load_owned_job(gateway, job_id, tenant)
+    cancelled = await owned.queue.cancel(job_id)
+    gateway.metrics.cancels.labels(owned.provider).inc()
+    job = await owned.queue.get(job_id)
+    return CancelResult(cancelled=cancelled, status=(job or owned.job).status.value)
+
+
+@router.get(
+    "/{job_id}/result",
+    response_model=Generation,
+    responses={202: {"model": Generation, "description": "Not finished within the timeout"}},
+)
+async def generation_result(
+    job_id: JobId,
+    gateway: GatewayDep,
+    principal: PrincipalDep,
+    response: Response,
+    timeout: Annotated[
+        float, Query(ge=0, le=3600, description="Seconds to wait; capped by the server")
+    ] = 30.0,
+) -> Generation:
+    """Waits for the generation to finish: 200 with the terminal record (completed, failed or
+    cancelled alike), or 202 with the current record when the timeout passed first."""
+    owned = await load_owned_job(gateway, job_id, principal.tenant)
+    job = await _wait_for_end(gateway, owned, min(timeout, gateway.settings.max_wait))
+    if job.status not in TERMINAL:
+        response.status_code = 202
+    return to_generation(job)
+
+
+@router.post("/{job_id}/token", response_model=WatchToken)
+async def new_watch_token(
+    job_id: JobId, gateway: GatewayDep, principal: PrincipalDep
+) -> WatchToken:
+    """A fresh watch token, for a page that outlived the first one."""
+    await load_owned_job(gateway, job_id, principal.tenant)
+    token, expires = gateway.tokens.issue(principal.tenant, job_id)
+    return WatchToken(watch_token=token, expires_at=expires)
+
+
+async def _until_terminal(tail: Tail, job_id: str, last: Entry | None) -> None:
+    async with contextlib.aclosing(tail.follow(job_id, last.id if last else "0-0")) as batches:
+        async for batch in batches:
+            if batch and batch[-1].terminal:
+                return
+
+
+async def _wait_for_end(gateway: GatewayDep, owned: OwnedJob, timeout: float) -> Job:
+    """Waits on the shared tail (no Redis connection held) for the terminal event."""
+    if owned.job.status in TERMINAL or timeout <= 0:
+        return owned.job
+    queue, job_id = owned.queue, owned.job.id
+    raw = await queue.redis.xrevrange(queue.keys.events(job_id), count=1)
+    last = Entry.from_redis(*raw[0]) if raw else None
+    if last is None or not last.terminal:  # else it finished since the record was read
+        waiter = asyncio.create_task(_until_terminal(gateway.tails[owned.provider], job_id, last))
+        try:
+            await asyncio.wait({waiter}, timeout=timeout)
+        finally:
+            await cancel_and_wait(waiter)
+    job = await queue.get(job_id)
+    if job is None:
+        raise NotFound("generation not found")
+    return job

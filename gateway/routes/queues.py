@@ -1,0 +1,167 @@
+"""Operating the queues (admin role): stats, history, any job, dead letters, the audit log."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+
+from genq import Queue
+
+from ..deps import AdminDep, Gateway, GatewayDep, JobId, tenant_of
+from ..errors import NotFound
+from ..history import STEP
+from ..records import to_generation
+from ..schemas import (
+    ERRORS,
+    AdminGeneration,
+    AuditEntryOut,
+    AuditLog,
+    Count,
+    DeadEntryOut,
+    DeadList,
+    DeadSelection,
+    Done,
+    HistoryBucket,
+    QueueHistory,
+    QueueStatsOut,
+)
+
+router = APIRouter(tags=["operations"], responses=ERRORS)
+
+QueueName = Annotated[str, Path(min_length=1, max_length=100, description="A provider name")]
+DEAD_PAGE = 500
+
+
+async def _stats(gateway: Gateway, name: str, queue: Queue) -> QueueStatsOut:
+    stats = await queue.stats()
+    tail = gateway.tails.get(name)
+    return QueueStatsOut(
+        name=name,
+        waiting=stats.waiting,
+        scheduled=stats.scheduled,
+        active=stats.active,
+        dead=stats.dead,
+        oldest_wait=stats.oldest_wait,
+        cooldown_remaining=await queue.cooldown_remaining(),
+        viewers=tail.viewers if tail else 0,
+    )
+
+
+@router.get("/v1/queues", response_model=list[QueueStatsOut])
+async def list_queues(gateway: GatewayDep, _: AdminDep) -> list[QueueStatsOut]:
+    """Every provider queue with its depths (viewers: of this gateway process)."""
+    return [await _stats(gateway, name, queue) for name, queue in gateway.queues]
+
+
+@router.get("/v1/queues/{name}", response_model=QueueStatsOut)
+async def queue_stats(name: QueueName, gateway: GatewayDep, _: AdminDep) -> QueueStatsOut:
+    return await _stats(gateway, name, gateway.queues.by_provider(name))
+
+
+@router.get("/v1/queues/{name}/history", response_model=QueueHistory)
+async def queue_history(name: QueueName, gateway: GatewayDep, _: AdminDep) -> QueueHistory:
+    """The last 24 hours in half-hour steps, oldest first: peak depth and longest wait."""
+    buckets = await gateway.history.read(gateway.queues.by_provider(name))
+    return QueueHistory(queue=name, step=STEP, buckets=[HistoryBucket(**vars(b)) for b in buckets])
+
+
+@router.get("/v1/queues/{name}/jobs/{job_id}", response_model=AdminGeneration)
+async def queue_job(
+    name: QueueName, job_id: JobId, gateway: GatewayDep, _: AdminDep
+) -> AdminGeneration:
+    """Any tenant's generation in this queue, with its request and a watch token."""
+    provider, queue = gateway.queues.locate(job_id)
+    job = await queue.get(job_id) if provider == name else None
+    if job is None:
+        raise NotFound("generation not found")
+    tenant = tenant_of(job)
+    token, expires = gateway.tokens.issue(str(tenant), job_id)
+    payload = job.payload if isinstance(job.payload, dict) else {"value": job.payload}
+    now = await queue.server_time()
+    return AdminGeneration(
+        **to_generation(job, now).model_dump(),
+        tenant=tenant,
+        queue=name,
+        payload={k: v for k, v in payload.items() if k not in ("tenant", "fingerprint")},
+        result=job.result,
+        watch_token=token,
+        watch_token_expires_at=expires,
+    )
+
+
+@router.get("/v1/queues/{name}/dead", response_model=DeadList)
+async def list_dead(
+    name: QueueName,
+    gateway: GatewayDep,
+    _: AdminDep,
+    count: Annotated[int, Query(ge=1, le=500)] = 20,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+) -> DeadList:
+    """Dead-lettered generations, newest first, with why they died."""
+    queue = gateway.queues.by_provider(name)
+    entries = await queue.dead_entries(count=count, offset=offset)
+    total = (await queue.stats()).dead
+    return DeadList(queue=name, total=total, entries=[DeadEntryOut(**vars(e)) for e in entries])
+
+
+@router.post("/v1/queues/{name}/dead/{job_id}/retry", response_model=Done)
+async def retry_dead(
+    name: QueueName, job_id: JobId, gateway: GatewayDep, principal: AdminDep
+) -> Done:
+    """Puts a dead generation back in its queue with fresh attempts."""
+    queue = gateway.queues.by_provider(name)
+    if not await queue.retry_dead(job_id):
+        raise NotFound("no dead generation with this id in this queue")
+    await gateway.audit.record(principal.actor, "retry", name, 1, [job_id])
+    return Done(ok=True)
+
+
+@router.post("/v1/queues/{name}/dead/retry", response_model=Count)
+async def retry_dead_many(
+    name: QueueName, body: DeadSelection, gateway: GatewayDep, principal: AdminDep
+) -> Count:
+    """Puts the given dead generations (or all of them: ``{"all": true}``) back."""
+    queue = gateway.queues.by_provider(name)
+    moved = await _each_dead(queue, body, queue.retry_dead)
+    await gateway.audit.record(principal.actor, "retry", name, len(moved), moved)
+    return Count(count=len(moved))
+
+
+@router.post("/v1/queues/{name}/dead/purge", response_model=Count)
+async def purge_dead(
+    name: QueueName, body: DeadSelection, gateway: GatewayDep, principal: AdminDep
+) -> Count:
+    """Deletes dead generations for good: the given ids, or all of them (``{"all": true}``)."""
+    queue = gateway.queues.by_provider(name)
+    ids = body.ids if body.ids is not None else await _all_dead(queue)
+    purged = await queue.purge_dead(ids=ids) if ids else 0
+    await gateway.audit.record(principal.actor, "purge", name, purged, ids)
+    return Count(count=purged)
+
+
+@router.get("/v1/audit", response_model=AuditLog)
+async def audit_log(
+    gateway: GatewayDep, _: AdminDep, limit: Annotated[int, Query(ge=1, le=1000)] = 50
+) -> AuditLog:
+    """Retries and purges of dead generations, newest first: who, what, how many."""
+    entries = await gateway.audit.recent(limit)
+    return AuditLog(entries=[AuditEntryOut(**vars(e)) for e in entries])
+
+
+async def _all_dead(queue: Queue) -> list[str]:
+    ids: list[str] = []
+    while True:
+        page = await queue.dead(count=DEAD_PAGE + len(ids))
+        fresh = page[len(ids) :]
+        ids.extend(fresh)
+        if len(fresh) < DEAD_PAGE:
+            return ids
+
+
+async def _each_dead(
+    queue: Queue, body: DeadSelection, act: Callable[[str], Awaitable[bool]]
+) -> list[str]:
+    ids = body.ids if body.ids is not None else await _all_dead(queue)
+    return [job_id for job_id in ids if await act(job_id)]

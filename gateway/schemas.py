@@ -1,0 +1,246 @@
+"""Request and response bodies of the HTTP API (they are also the OpenAPI schema)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+MAX_PRIORITY = 9
+MAX_JSON_DEPTH = 8
+IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,200}$"
+EVENT_ID_PATTERN = r"^(0|\d{1,20}-\d{1,20})$"
+
+
+def _check_json(value: Any, depth: int = 0) -> Any:
+    """Plain JSON only: no NaN or infinity (they are not JSON), bounded nesting."""
+    if depth > MAX_JSON_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("numbers must be finite")
+    if isinstance(value, dict):
+        for item in value.values():
+            _check_json(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _check_json(item, depth + 1)
+    return value
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str
+
+
+class GenerationRequest(BaseModel):
+    """Exactly one of ``messages`` or ``prompt`` (a prompt is one user message)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"model": "demo/fast", "prompt": "Say hello"}]},
+    )
+
+    model: str = Field(min_length=1, max_length=200, description="One of GET /v1/models")
+    messages: list[Message] | None = Field(default=None, min_length=1, max_length=1000)
+    prompt: str | None = Field(default=None, min_length=1)
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        max_length=32,
+        description="Generation params (temperature, max_tokens, ...) the provider accepts",
+    )
+    priority: int = Field(default=0, ge=0, le=MAX_PRIORITY, description="9 runs before 0")
+    delay_ms: int = Field(default=0, ge=0, description="Start no sooner than this")
+    metadata: dict[str, str | int | float | bool | None] = Field(
+        default_factory=dict, max_length=32, description="Kept with the job, returned as is"
+    )
+
+    @field_validator("params", "metadata")
+    @classmethod
+    def _plain_json(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _check_json(value)
+
+    @model_validator(mode="after")
+    def _one_input(self) -> GenerationRequest:
+        if (self.messages is None) == (self.prompt is None):
+            raise ValueError("give exactly one of 'messages' or 'prompt'")
+        return self
+
+    def conversation(self) -> list[dict[str, str]]:
+        if self.prompt is not None:
+            return [{"role": "user", "content": self.prompt}]
+        return [m.model_dump() for m in self.messages or []]
+
+    def fingerprint(self) -> str:
+        """Hash of the request's meaning: equal for bodies that differ only in form."""
+        canonical = {
+            "model": self.model,
+            "messages": self.conversation(),
+            "params": self.params,
+            "priority": self.priority,
+            "delay_ms": self.delay_ms,
+            "metadata": self.metadata,
+        }
+        text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+class GenerationCreated(BaseModel):
+    id: str
+    status: str
+    deduplicated: bool
+    events_url: str = Field(description="SSE; pass watch_token as ?token= from a browser")
+    result_url: str
+    watch_token: str
+    watch_token_expires_at: int
+
+
+class Generation(BaseModel):
+    """A generation's record. ``text`` is set once it completed."""
+
+    id: str
+    status: Literal["waiting", "scheduled", "active", "completed", "failed", "cancelled"]
+    model: str | None = None
+    text: str | None = None
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    error: str | None = None
+    attempt: int
+    max_attempts: int
+    progress: float
+    priority: int
+    cancel_requested: bool
+    idempotency_key: str | None = None
+    metadata: dict[str, Any] = {}
+    created_at: float
+    updated_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    run_at: float | None = Field(
+        default=None, description="When a scheduled generation may start (epoch seconds)"
+    )
+    retry_in: float | None = Field(
+        default=None, description="Seconds until a scheduled generation may start (Redis clock)"
+    )
+    events_url: str
+
+
+class AdminGeneration(Generation):
+    """Any tenant's generation, with what it was asked and a token to follow it."""
+
+    tenant: str | None
+    queue: str
+    payload: dict[str, Any]
+    result: Any = None
+    watch_token: str
+    watch_token_expires_at: int
+
+
+class CancelResult(BaseModel):
+    cancelled: bool = Field(description="True if the generation will not produce a result")
+    status: str
+
+
+class WatchToken(BaseModel):
+    watch_token: str
+    expires_at: int
+
+
+class ModelList(BaseModel):
+    models: list[str]
+
+
+class QueueStatsOut(BaseModel):
+    name: str
+    waiting: int
+    scheduled: int
+    active: int
+    dead: int
+    oldest_wait: float
+    cooldown_remaining: float
+    viewers: int
+
+
+class DeadEntryOut(BaseModel):
+    id: str
+    reason: str
+    error: str | None
+    attempts: int
+    died_at: float
+
+
+class DeadList(BaseModel):
+    queue: str
+    total: int
+    entries: list[DeadEntryOut]
+
+
+class DeadSelection(BaseModel):
+    """Either ``ids`` or ``all: true``: an empty body never means "everything"."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ids: list[str] | None = Field(default=None, max_length=1000)
+    all: bool = False
+
+    @model_validator(mode="after")
+    def _one_choice(self) -> DeadSelection:
+        if (self.ids is None) == (not self.all):
+            raise ValueError("give either 'ids' or 'all': true")
+        return self
+
+
+class AuditEntryOut(BaseModel):
+    at: float
+    actor: str
+    action: str
+    queue: str
+    count: int
+    ids: list[str]
+
+
+class AuditLog(BaseModel):
+    entries: list[AuditEntryOut]
+
+
+class HistoryBucket(BaseModel):
+    start: int
+    peak_depth: int = Field(description="Largest waiting + scheduled seen in the step")
+    longest_wait: float | None
+
+
+class QueueHistory(BaseModel):
+    queue: str
+    step: int
+    buckets: list[HistoryBucket]
+
+
+class Count(BaseModel):
+    count: int
+
+
+class Done(BaseModel):
+    ok: bool
+
+
+class ErrorDetail(BaseModel):
+    detail: str | list[Any]
+
+
+class Status(BaseModel):
+    status: str
+
+
+class PublicConfig(BaseModel):
+    dev: bool
+    dev_key: str | None = None
+    dev_admin_key: str | None = None
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorDetail} for code in (400, 401, 403, 404, 413, 422, 429, 503)
+}

@@ -1,0 +1,114 @@
+"""Accepting a generation: validation against routing, idempotency, tenant limits, enqueue.
+
+Idempotency keys are scoped to the tenant (``<tenant>:<key>``) and stored by the queue, so their
+lifetime is the queue's: bound while the job lives and for ``result_ttl`` after it completed,
+released when it failed or was cancelled. A replay with the same body gets the same job; the
+same key with another body (another model included, which is another provider's queue) is
+refused with 422. A replay is answered before any limit is charged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from genq import Job, Queue
+from providers.routing import RoutingError
+
+from .auth import Principal
+from .deps import Gateway, tenant_of
+from .errors import RateLimited, Unprocessable
+from .schemas import GenerationRequest
+
+
+@dataclass(frozen=True)
+class Submitted:
+    id: str
+    status: str
+    deduplicated: bool
+
+
+async def submit(
+    gateway: Gateway, principal: Principal, body: GenerationRequest, idempotency_key: str | None
+) -> Submitted:
+    settings = gateway.settings
+    if body.delay_ms > settings.max_delay_ms:
+        raise Unprocessable(f"delay_ms must be at most {settings.max_delay_ms}")
+    try:
+        provider, queue = gateway.queues.for_model(body.model)
+        gateway.queues.routing.check_params(body.model, body.params)
+    except RoutingError as exc:
+        raise Unprocessable(str(exc)) from exc
+
+    tenant = principal.tenant
+    fingerprint = body.fingerprint()
+    scoped_key = f"{tenant}:{idempotency_key}" if idempotency_key else None
+    if scoped_key:
+        bound = await _bound_job(gateway, scoped_key)
+        if bound is not None:
+            return _replay(bound, tenant, fingerprint, gateway, queue_name=provider)
+
+    job_id = gateway.queues.new_job_id(provider)
+    try:
+        await gateway.limiter.take_enqueue_token(tenant)
+    except RateLimited:
+        gateway.metrics.refused.labels("rate").inc()
+        raise
+    try:
+        await gateway.limiter.hold_slot(tenant, job_id)
+    except RateLimited:
+        gateway.metrics.refused.labels("in_flight").inc()
+        raise
+    payload = {
+        "tenant": tenant,
+        "model": body.model,
+        "messages": body.conversation(),
+        "params": body.params,
+        "metadata": body.metadata,
+        "fingerprint": fingerprint,
+    }
+    try:
+        enqueued = await queue.enqueue(
+            payload,
+            idempotency_key=scoped_key,
+            priority=body.priority,
+            delay=body.delay_ms / 1000,
+            job_id=job_id,
+        )
+    except BaseException:
+        await asyncio.shield(gateway.limiter.release(tenant, job_id))
+        raise
+    if enqueued.deduplicated:  # a concurrent request with the same key won the race
+        await gateway.limiter.release(tenant, job_id)
+        job = await queue.get(enqueued.id)
+        if job is not None:
+            return _replay(job, tenant, fingerprint, gateway, queue_name=provider)
+        raise Unprocessable("the generation bound to this Idempotency-Key just expired; retry")
+    gateway.metrics.enqueued.labels(provider).inc()
+    return Submitted(job_id, "scheduled" if body.delay_ms else "waiting", deduplicated=False)
+
+
+async def _bound_job(gateway: Gateway, scoped_key: str) -> Job | None:
+    """The live job an Idempotency-Key is bound to, in whichever provider queue holds it."""
+    queues: list[Queue] = [queue for _, queue in gateway.queues]
+    async with gateway.redis.pipeline(transaction=False) as pipe:
+        for queue in queues:
+            pipe.get(queue.keys.idempotency(scoped_key))
+        bound_ids: list[Any] = await pipe.execute()
+    for queue, job_id in zip(queues, bound_ids, strict=True):
+        if job_id:
+            job = await queue.get(job_id.decode() if isinstance(job_id, bytes) else job_id)
+            if job is not None:
+                return job
+    return None
+
+
+def _replay(
+    job: Job, tenant: str, fingerprint: str, gateway: Gateway, queue_name: str
+) -> Submitted:
+    payload = job.payload if isinstance(job.payload, dict) else {}
+    if tenant_of(job) != tenant or payload.get("fingerprint") != fingerprint:
+        raise Unprocessable("this Idempotency-Key was already used with a different request body")
+    gateway.metrics.deduplicated.labels(queue_name).inc()
+    return Submitted(job.id, job.status.value, deduplicated=True)

@@ -1,0 +1,116 @@
+"""The gateway on a 3-master Redis Cluster (``GENQ_REDIS_URL=redis+cluster://...``).
+
+Each provider queue lives in its own slot; the gateway's shared tail for a queue must read from
+(and be unblocked on) the node serving that slot. The two provider queues here are placed on
+different masters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+
+import pytest
+
+from gateway.redis_client import connect
+from genq import Queue
+from tests.cluster.local_cluster import LocalCluster
+from tests.cluster.support import node_client, slot_of
+from tests.gateway.conftest import (
+    KEY_ALPHA,
+    PROVIDERS,
+    LiveGateway,
+    Script,
+    client_for,
+    create,
+    make_settings,
+    read_stream,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def namespace_across_nodes(cluster: LocalCluster) -> tuple[str, list[int]]:
+    """A namespace whose provider queues are served by different masters."""
+    while True:
+        namespace = f"gw-{uuid.uuid4().hex[:8]}"
+        ports = [cluster.node_for_slot(slot_of(f"{namespace}:{p}")).port for p in PROVIDERS]
+        if len(set(ports)) == len(ports):
+            return namespace, ports
+
+
+async def reader_blocked(cluster: LocalCluster, namespace: str, port: int) -> None:
+    """Waits until the node at ``port`` shows the gateway's tail reader blocked in XREAD."""
+    index = next(i for i, node in enumerate(cluster.nodes) if node.port == port)
+    client = await node_client(cluster, index)
+    try:
+        async with asyncio.timeout(10):
+            while True:
+                clients = await client.client_list()
+                if any(
+                    c.get("name") == f"genq-tail:{namespace}" and "b" in c.get("flags", "")
+                    for c in clients
+                ):
+                    return
+                await asyncio.sleep(0.02)
+    finally:
+        await client.aclose()
+
+
+async def tail_readers(cluster: LocalCluster, namespace: str) -> dict[int, int]:
+    """Per node port: the gateway's tail reader connections on that node."""
+    counts = {}
+    for index, node in enumerate(cluster.nodes):
+        client = await node_client(cluster, index)
+        try:
+            clients = await client.client_list()
+        finally:
+            await client.aclose()
+        counts[node.port] = sum(1 for c in clients if c.get("name") == f"genq-tail:{namespace}")
+    return counts
+
+
+async def test_gateway_on_cluster_streams_cancels_and_waits_on_every_node(
+    cluster: LocalCluster, cluster_url: str
+) -> None:
+    namespace, ports = namespace_across_nodes(cluster)
+    client = connect(cluster_url)
+    script = Script()
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            for provider in PROVIDERS:
+                queue = Queue(client, prefix=f"{namespace}:{provider}")
+                await stack.enter_async_context(queue.worker(script.handle, concurrency=8))
+            settings = make_settings(cluster_url, namespace, tail_block=30)
+            with LiveGateway(settings) as live:
+                async with client_for(live, KEY_ALPHA) as alpha:
+                    for model, port in zip(("demo/fast", "other/model"), ports, strict=True):
+                        # A quiet stream keeps the queue's reader in a 30 s XREAD on its node...
+                        gated = await create(alpha, model=model, metadata={"gate": model})
+                        watching = asyncio.create_task(read_stream(alpha, gated["id"]))
+                        await asyncio.wait_for(script.started_event(gated["id"]).wait(), 10)
+                        await reader_blocked(cluster, namespace, port)
+
+                        # ...that a new stream must join at once (CLIENT UNBLOCK on that node).
+                        created = await create(alpha, model=model, metadata={"chunks": 3})
+                        stream = await read_stream(alpha, created["id"], timeout=10)
+                        kinds = [e.event for e in stream.events]
+                        assert kinds == ["chunk", "chunk", "chunk", "completed"], model
+
+                        cancel = await alpha.post(f"/v1/generations/{gated['id']}/cancel")
+                        assert cancel.json()["cancelled"] is True
+                        watched = await asyncio.wait_for(watching, 10)
+                        assert [e.event for e in watched.events] == ["cancelled"]
+
+                        waited = await alpha.get(
+                            f"/v1/generations/{created['id']}/result", params={"timeout": 5}
+                        )
+                        assert waited.json()["text"] == "t0 t1 t2 "
+
+                    readers = await tail_readers(cluster, namespace)
+                    assert {port: readers[port] for port in ports} == dict.fromkeys(ports, 1)
+                    assert sum(readers.values()) == len(ports)
+            script.open_all_gates()
+    finally:
+        await client.aclose()

@@ -1,0 +1,219 @@
+"""The shared tail against a real Redis: no gap, no duplicate, one reader connection."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from gateway.readers import ReaderLink
+from gateway.tail import Tail, ViewerLagged
+from genq import Keys
+
+
+class TailRig:
+    def __init__(self, redis_url: str, prefix: str, **options: float) -> None:
+        self.keys = Keys(prefix)
+        self.pool_name = f"tailpool-{prefix}"
+        self.reader_name = f"tailreader-{prefix}"
+        pool = BlockingConnectionPool.from_url(
+            redis_url, max_connections=4, client_name=self.pool_name
+        )
+        self.redis = Redis(connection_pool=pool)
+
+        async def reader_link() -> ReaderLink:
+            reader = Redis.from_url(
+                redis_url,
+                single_connection_client=True,
+                client_name=self.reader_name,
+                retry=Retry(NoBackoff(), 0),
+                socket_timeout=60,
+            )
+            return ReaderLink(reader, self.redis.client_unblock)
+
+        self.tail = Tail(self.redis, self.keys, reader_link, **options)
+
+    async def append(self, job_id: str, kind: str = "chunk", data: object = "x") -> str:
+        entry = await self.redis.xadd(
+            self.keys.events(job_id), {"type": kind, "data": json.dumps(data)}
+        )
+        return str(entry.decode())
+
+    async def clients(self, name: str) -> list[dict[str, str]]:
+        return [c for c in await self.redis.client_list() if c.get("name") == name]
+
+
+@contextlib.asynccontextmanager
+async def rig(redis_url: str, prefix: str, **options: float) -> AsyncIterator[TailRig]:
+    made = TailRig(redis_url, prefix, **options)
+    await made.tail.start()
+    try:
+        yield made
+    finally:
+        await made.tail.stop()
+        await made.redis.aclose()
+        await made.redis.connection_pool.aclose()
+
+
+async def collect(tail: Tail, job_id: str, after: str | None = None) -> list[str]:
+    seen: list[str] = []
+    async for batch in tail.follow(job_id, after):
+        seen.extend(entry.id for entry in batch)
+    return seen
+
+
+def suffix(ids: list[str], cursor: str | None) -> list[str]:
+    return ids if cursor in (None, "0-0") else ids[ids.index(cursor) + 1 :]
+
+
+async def reader_blocked(r: TailRig) -> None:
+    """Waits until Redis shows the tail's reader blocked in its XREAD."""
+    async with asyncio.timeout(5):
+        while True:
+            readers = await r.clients(r.reader_name)
+            if readers and "b" in readers[0]["flags"]:
+                return
+            await asyncio.sleep(0.01)
+
+
+async def test_tail_viewers_joining_at_any_cursor_see_each_entry_once(
+    redis_url: str, prefix: str
+) -> None:
+    async with rig(redis_url, prefix) as r:
+        ids: list[str] = []
+        viewers: list[tuple[str | None, asyncio.Task[list[str]]]] = []
+        rng = random.Random(7)
+        for i in range(150):
+            ids.append(await r.append("job", data=i))
+            if i % 3 == 0:
+                cursor = rng.choice([None, "0-0", *ids])
+                viewers.append((cursor, asyncio.create_task(collect(r.tail, "job", cursor))))
+            if rng.random() < 0.3:
+                await asyncio.sleep(rng.choice([0, 0.001, 0.005]))
+        ids.append(await r.append("job", "completed", {"text": "done"}))
+        for cursor in rng.sample(ids[:-1], 5):  # late joiners, after the end
+            viewers.append((cursor, asyncio.create_task(collect(r.tail, "job", cursor))))
+
+        async with asyncio.timeout(10):
+            for cursor, task in viewers:
+                assert await task == suffix(ids, cursor), f"viewer from {cursor}"
+        assert (r.tail.viewers, r.tail.streams) == (0, 0)
+
+
+async def test_tail_new_stream_joins_a_blocked_read_at_once(redis_url: str, prefix: str) -> None:
+    async with rig(redis_url, prefix, block=30) as r:
+        first = asyncio.create_task(collect(r.tail, "first"))
+        await reader_blocked(r)
+
+        started = time.monotonic()
+        second = asyncio.create_task(collect(r.tail, "second"))
+        await asyncio.sleep(0)
+        done = await r.append("second", "completed", None)
+        assert await asyncio.wait_for(second, 5) == [done]
+        assert time.monotonic() - started < 2, "the 30 s XREAD was not unblocked"
+
+        await r.append("first", "cancelled", None)
+        await asyncio.wait_for(first, 5)
+
+
+async def test_tail_uses_one_reader_connection_for_many_viewers(
+    redis_url: str, prefix: str
+) -> None:
+    async with rig(redis_url, prefix) as r:
+        jobs = [f"job{i}" for i in range(20)]
+        tasks = [asyncio.create_task(collect(r.tail, jobs[i % 20])) for i in range(200)]
+        await asyncio.sleep(0)
+        expected = {job: [await r.append(job, data=n) for n in range(3)] for job in jobs}
+        await r.append(jobs[0], data="probe")  # let the reader catch up before counting
+        await reader_blocked(r)
+
+        assert r.tail.viewers == 200
+        assert len(await r.clients(r.reader_name)) == 1
+        assert len(await r.clients(r.pool_name)) <= 4
+
+        for job in jobs:
+            expected[job].append(await r.append(job, "completed", None))
+        results = await asyncio.wait_for(asyncio.gather(*tasks), 10)
+        for i, seen in enumerate(results):
+            job = jobs[i % 20]
+            assert [e for e in seen if e in expected[job]] == expected[job]
+            assert len(seen) == len(set(seen))
+
+
+async def test_tail_ends_viewers_of_a_vanished_job(redis_url: str, prefix: str) -> None:
+    async with rig(redis_url, prefix, idle_check=0.2) as r:
+        await r.redis.hset(r.keys.job("kept"), "status", "active")
+        await r.redis.hset(r.keys.job("gone"), "status", "active")
+        kept = asyncio.create_task(collect(r.tail, "kept"))
+        gone = r.tail.follow("gone")
+        first = await r.append("gone")
+        assert [e.id for e in await anext(gone)] == [first]
+        await r.redis.delete(r.keys.job("gone"), r.keys.events("gone"))
+
+        with pytest.raises(StopAsyncIteration):
+            await asyncio.wait_for(anext(gone), 5)
+        assert not kept.done()
+        last = await r.append("kept", "completed", None)
+        assert await asyncio.wait_for(kept, 5) == [last]
+
+
+async def test_tail_reader_resumes_without_gap_after_its_connection_dies(
+    redis_url: str, prefix: str
+) -> None:
+    async with rig(redis_url, prefix) as r:
+        viewer = asyncio.create_task(collect(r.tail, "job"))
+        ids = [await r.append("job", data=i) for i in range(5)]
+        await reader_blocked(r)
+        for client in await r.clients(r.reader_name):
+            await r.redis.client_kill_filter(_id=client["id"])
+        ids += [await r.append("job", data=i) for i in range(5, 10)]
+        ids.append(await r.append("job", "completed", None))
+
+        assert await asyncio.wait_for(viewer, 10) == ids
+
+
+async def test_tail_viewer_that_falls_behind_is_told_to_resume(redis_url: str, prefix: str) -> None:
+    async with rig(redis_url, prefix, max_lag=10) as r:
+        follow = r.tail.follow("job")
+        await r.append("job")
+        first = await anext(follow)
+        assert len(first) == 1
+        for i in range(40):
+            await r.append("job", data=i)
+        await r.append("job", data="probe")
+        with pytest.raises(ViewerLagged):
+            async with asyncio.timeout(5):
+                while True:
+                    await anext(follow)
+        await follow.aclose()
+        assert r.tail.viewers == 0
+
+
+async def test_tail_viewer_leaving_unsubscribes(redis_url: str, prefix: str) -> None:
+    async with rig(redis_url, prefix) as r:
+        await r.append("job")
+        follow = r.tail.follow("job")
+        await anext(follow)
+        assert (r.tail.viewers, r.tail.streams) == (1, 1)
+        await follow.aclose()
+        assert (r.tail.viewers, r.tail.streams) == (0, 0)
+
+
+async def test_tail_quiet_stream_gets_keepalive_batches(redis_url: str, prefix: str) -> None:
+    async with rig(redis_url, prefix, heartbeat=0.2) as r:
+        follow = r.tail.follow("quiet")
+        try:
+            assert await asyncio.wait_for(anext(follow), 2) == []
+            entry = await r.append("quiet")
+            batch = await asyncio.wait_for(anext(follow), 2)
+            assert [e.id for e in batch] == [entry]
+        finally:
+            await follow.aclose()
