@@ -10,6 +10,22 @@ import typer
 app = typer.Typer(help="genq: durable AI generations.", no_args_is_help=True)
 keys_app = typer.Typer(help="Manage API keys (stored hashed in Redis).", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
+jobs_app = typer.Typer(
+    help="Follow or cancel one generation (HTTP: GENQ_URL, GENQ_API_KEY).", no_args_is_help=True
+)
+app.add_typer(jobs_app, name="jobs")
+dead_app = typer.Typer(
+    help="Dead-lettered generations (admin key; HTTP: GENQ_URL, GENQ_API_KEY).",
+    no_args_is_help=True,
+)
+app.add_typer(dead_app, name="dead")
+
+Watch = Annotated[bool, typer.Option("--watch", "-w", help="Stream the job until it ends")]
+ProgressBar = Annotated[
+    bool, typer.Option("--progress", help="With --watch: a progress bar instead of the text")
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON")]
+QueueOpt = Annotated[str | None, typer.Option(help="Only this queue (a provider name)")]
 
 
 @app.callback()
@@ -55,6 +71,111 @@ def dev(
     from .devstack import run_dev
 
     run_dev(host=host, port=port)
+
+
+@app.command()
+def enqueue(
+    prompt: Annotated[str, typer.Argument(help="The prompt")],
+    model: Annotated[str, typer.Option(help="Model, e.g. demo/fast")],
+    priority: Annotated[int | None, typer.Option(help="Higher runs first")] = None,
+    delay_ms: Annotated[int | None, typer.Option(help="Start no sooner than this")] = None,
+    idempotency_key: Annotated[str | None, typer.Option(help="Replays return the same id")] = None,
+    metadata: Annotated[str | None, typer.Option(help="A JSON object kept with the job")] = None,
+    watch: Watch = False,
+    progress: ProgressBar = False,
+) -> None:
+    """Enqueue a generation and print its id; --watch streams it (exit code as `jobs get`)."""
+    from .cli_jobs import enqueue as run_enqueue
+
+    raise typer.Exit(
+        run_enqueue(
+            model,
+            prompt,
+            priority=priority,
+            delay_ms=delay_ms,
+            idempotency_key=idempotency_key,
+            metadata=metadata,
+            watch=watch,
+            progress=progress,
+        )
+    )
+
+
+@jobs_app.command("get")
+def jobs_get(
+    job_id: Annotated[str, typer.Argument(help="The generation id")],
+    watch: Watch = False,
+    progress: ProgressBar = False,
+    as_json: AsJson = False,
+) -> None:
+    """Show a generation (or stream it with --watch).
+
+    Exit code: 0 completed, 1 failed, 2 cancelled, 3 not finished, 4 error."""
+    from .cli_jobs import get
+
+    raise typer.Exit(get(job_id, watch=watch, progress=progress, as_json=as_json))
+
+
+@jobs_app.command("cancel")
+def jobs_cancel(job_id: Annotated[str, typer.Argument(help="The generation id")]) -> None:
+    """Cancel a generation (exit 1 if it had already finished otherwise)."""
+    from .cli_jobs import cancel
+
+    raise typer.Exit(cancel(job_id))
+
+
+@app.command()
+def stats(as_json: AsJson = False) -> None:
+    """Depths of every provider queue, as a table (admin key)."""
+    from .cli_queues import stats as show_stats
+
+    raise typer.Exit(show_stats(as_json))
+
+
+@dead_app.command("list")
+def dead_list(
+    queue: QueueOpt = None,
+    count: Annotated[int, typer.Option(min=1, max=500, help="Per queue")] = 20,
+    as_json: AsJson = False,
+) -> None:
+    """Dead-lettered generations, newest first, with why they died."""
+    from .cli_queues import dead_list as show_dead
+
+    raise typer.Exit(show_dead(queue, count, as_json))
+
+
+@dead_app.command("retry")
+def dead_retry(
+    ids: Annotated[list[str] | None, typer.Argument(help="Generation ids")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Every dead job")] = False,
+    queue: QueueOpt = None,
+) -> None:
+    """Put dead generations back in their queue with fresh attempts."""
+    from .cli_queues import dead_apply
+
+    raise typer.Exit(dead_apply("retry", ids or [], all_, queue))
+
+
+@dead_app.command("purge")
+def dead_purge(
+    ids: Annotated[list[str] | None, typer.Argument(help="Generation ids")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Every dead job")] = False,
+    queue: QueueOpt = None,
+) -> None:
+    """Delete dead generations for good."""
+    from .cli_queues import dead_apply
+
+    raise typer.Exit(dead_apply("purge", ids or [], all_, queue))
+
+
+@dead_app.command("watch")
+def dead_watch(
+    count: Annotated[int | None, typer.Option(help="Exit after this many notices")] = None,
+) -> None:
+    """Print dead-letter notices as they happen (reads Redis: GENQ_REDIS_URL; best-effort)."""
+    from .cli_queues import dead_watch as watch_dead
+
+    raise typer.Exit(watch_dead(count))
 
 
 @keys_app.command("create")

@@ -1,0 +1,194 @@
+"""What ``genq enqueue`` and ``genq jobs ...`` do, over the gateway's HTTP API.
+
+Exit codes of the commands that report a job's outcome (``jobs get``, ``enqueue --watch``):
+0 completed, 1 failed, 2 cancelled, 3 not finished yet (``jobs get`` without ``--watch``),
+4 the command itself failed (unknown id, bad key, gateway unreachable).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+import typer
+
+from .cli_support import client, fail, run, write
+from .client import AsyncClient, Event
+
+EXIT_BY_STATUS = {"completed": 0, "failed": 1, "cancelled": 2}
+EXIT_UNFINISHED = 3
+
+
+def exit_code(status: str) -> int:
+    return EXIT_BY_STATUS.get(status, EXIT_UNFINISHED)
+
+
+def chunk_text(data: Any) -> str:
+    if isinstance(data, dict):
+        return str(data.get("text", data.get("delta", "")))
+    return "" if data is None else str(data)
+
+
+def enqueue(
+    model: str,
+    prompt: str,
+    *,
+    priority: int | None,
+    delay_ms: int | None,
+    idempotency_key: str | None,
+    metadata: str | None,
+    watch: bool,
+    progress: bool,
+) -> int:
+    meta = _json_object(metadata) if metadata is not None else None
+
+    async def go() -> int:
+        async with client() as genq:
+            created = await genq.generate(
+                model,
+                prompt,
+                priority=priority,
+                delay_ms=delay_ms,
+                idempotency_key=idempotency_key,
+                metadata=meta,
+            )
+            typer.echo(created.id, err=watch)
+            if not watch:
+                return 0
+            return await follow(genq, created.id, progress)
+
+    return run(go)
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        fail(f"--metadata is not JSON: {exc}")
+    if not isinstance(value, dict):
+        fail("--metadata must be a JSON object")
+    return value
+
+
+def get(job_id: str, *, watch: bool, progress: bool, as_json: bool) -> int:
+    async def go() -> int:
+        async with client() as genq:
+            if watch:
+                return await follow(genq, job_id, progress)
+            record = await genq.get(job_id)
+            if as_json:
+                typer.echo(json.dumps(record, indent=2))
+            else:
+                show(record)
+            return exit_code(record["status"])
+
+    return run(go)
+
+
+def cancel(job_id: str) -> int:
+    async def go() -> int:
+        async with client() as genq:
+            answer = await genq.cancel(job_id)
+        word = "cancelled" if answer["cancelled"] else "not cancelled"
+        typer.echo(f"{job_id} {word} (status: {answer['status']})")
+        return 0 if answer["cancelled"] else 1
+
+    return run(go)
+
+
+def show(record: dict[str, Any]) -> None:
+    for name in ("id", "status", "model", "attempt", "max_attempts", "progress", "error"):
+        if record.get(name) is not None:
+            typer.echo(f"{name}: {record[name]}")
+    if record.get("text") is not None:
+        typer.echo("")
+        typer.echo(record["text"])
+
+
+async def follow(genq: AsyncClient, job_id: str, progress: bool) -> int:
+    """Streams the job until it ends (text on stdout, or a progress bar); the exit code."""
+    watcher = _Bar() if progress else _Text()
+    terminal: Event | None = None
+    with watcher:
+        async for event in genq.stream(job_id):
+            watcher.on(event)
+            if event.terminal:
+                terminal = event
+    if terminal is None:  # the stream was already past its end: ask the record
+        status = (await genq.get(job_id))["status"]
+        error = None
+    else:
+        status, error = terminal.type, terminal.data
+    if status == "failed":
+        typer.echo(f"failed: {chunk_text(error) or 'no error message'}", err=True)
+    elif status == "cancelled":
+        typer.echo("cancelled", err=True)
+    elif status not in EXIT_BY_STATUS:
+        typer.echo(f"stream ended while the job is {status}", err=True)
+    return exit_code(status)
+
+
+class _Text:
+    """Prints the text as it streams; a retried attempt is announced on stderr."""
+
+    def __init__(self) -> None:
+        self.wrote = False
+
+    def __enter__(self) -> _Text:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.wrote:
+            write("\n")
+
+    def on(self, event: Event) -> None:
+        if event.type == "chunk":
+            piece = chunk_text(event.data)
+            self.wrote = self.wrote or bool(piece)
+            write(piece)
+        elif event.type == "restarted":
+            if self.wrote:
+                write("\n")
+                self.wrote = False
+            typer.echo("[restarted: the output starts again]", err=True)
+
+
+class _Bar:
+    """A rich progress bar (on stderr): ``progress`` events, or the characters received."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.percentage:>3.0f}%"),
+            TextColumn("{task.fields[chars]} chars"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+        )
+        self.task = self.progress.add_task("running", total=1.0, chars=0)
+        self.chars = 0
+
+    def __enter__(self) -> _Bar:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def on(self, event: Event) -> None:
+        if event.type == "chunk":
+            self.chars += len(chunk_text(event.data))
+        elif event.type == "restarted":
+            self.chars = 0
+            self.progress.update(self.task, completed=0.0)
+        elif event.type == "progress":
+            with contextlib.suppress(TypeError, ValueError):
+                self.progress.update(self.task, completed=float(event.data))
+        elif event.terminal:
+            done = 1.0 if event.type == "completed" else None
+            self.progress.update(self.task, description=event.type, completed=done)
+        self.progress.update(self.task, chars=self.chars)
