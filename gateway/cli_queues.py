@@ -123,9 +123,8 @@ class _WatchSettings(RoutingSettings):
 
 def dead_watch(count: int | None) -> int:
     """Prints each dead-letter notice (one JSON line, with its queue) as it is published."""
+    from genq.connection import connect
     from genq.keys import Keys
-
-    from .redis_client import connect
 
     settings = _WatchSettings()
     channels = {

@@ -20,7 +20,8 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from .redis_client import connect, is_cluster_url
+from genq.connection import connect, is_cluster_url
+
 from .settings import Settings
 
 REDIS_OPTIONS = frozenset(inspect.signature(Redis.__init__).parameters) - {"self"}

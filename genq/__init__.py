@@ -2,6 +2,7 @@
 
 from .active_job import ActiveJob, emit_many
 from .codecs import Codec, JsonCodec, PydanticCodec
+from .connection import connect
 from .errors import (
     GenqError,
     JobCancelledError,
@@ -44,6 +45,7 @@ __all__ = [
     "RetryJobError",
     "TerminalJobError",
     "Worker",
+    "connect",
     "decode_entry",
     "emit_many",
 ]

@@ -240,7 +240,9 @@ class Queue:
         """
         async with asyncio.timeout(timeout):
             while True:
-                async with self.redis.pipeline(transaction=True) as pipe:
+                # Not MULTI: at maxmemory Redis refuses every command queued in a MULTI, reads
+                # included. Atomicity is not needed: the loop reads the status again anyway.
+                async with self.redis.pipeline(transaction=False) as pipe:
                     pipe.hget(self.keys.job(job_id), "status")
                     pipe.xrevrange(self.keys.events(job_id), count=1)
                     status, last = await pipe.execute()

@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from redis.exceptions import RedisError
+
 from .active_job import ActiveJob, record_fields
 from .cancellation import raise_if_cancelled
 from .cluster import open_pubsub, run_pipelined
@@ -387,7 +389,9 @@ class Worker:
                 slot.lost = True
                 self._interrupt(slot)
                 return
-            except TRANSIENT as exc:
+            except (*TRANSIENT, RedisError) as exc:
+                # Any Redis error (a blip, OOM, READONLY during a failover) only delays the
+                # next renewal: this task must live on, or its job's settle would be skipped.
                 log.warning("job %s: heartbeat failed (%s); retrying", job.id, exc)
                 raise_if_cancelled()
                 await asyncio.sleep(min(1.0, self.heartbeat / 4))

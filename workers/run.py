@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis.asyncio as aioredis
+import httpx
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -26,6 +26,8 @@ from tenacity import (
 )
 
 from genq import Queue, Worker
+from genq.connection import connect as connect_redis
+from workers.alerts import DeadLetterAlerts
 from workers.coalesce import EmitStats
 from workers.drain import Drain
 from workers.handler import GenerationHandler
@@ -57,6 +59,7 @@ class WorkerProcess:
                 lease=settings.lease,
                 max_attempts=settings.max_attempts,
                 result_ttl=settings.result_ttl,
+                dead_ttl=settings.dead_ttl,
                 backoff=settings.backoff,
                 max_backoff=max(settings.max_backoff, settings.backoff),
             )
@@ -87,6 +90,34 @@ class WorkerProcess:
             await handler.aclose()
 
 
+def build_alerts(settings: WorkerSettings, redis: Any) -> DeadLetterAlerts | None:
+    """The dead-letter alerts of this process, when ``GENQ_ALERT_WEBHOOK_URL`` is set.
+
+    They watch every configured provider queue (not only the ones this process serves), so
+    a process serving one provider still alerts for all; deliveries are deduplicated."""
+    if not settings.alert_webhook_url or settings.alert_webhook_secret is None:
+        return None
+    sources = {name: p.queue_prefix for name, p in settings.routing().providers.items()}
+    queue = Queue(
+        redis,
+        prefix=settings.alert_queue_prefix(),
+        max_attempts=settings.alert_max_attempts,
+        backoff=settings.backoff,
+        max_backoff=max(settings.max_backoff, settings.backoff),
+        result_ttl=settings.result_ttl,
+        dead_ttl=settings.dead_ttl,
+        lease=max(30.0, settings.alert_timeout * 3),
+    )
+    return DeadLetterAlerts(
+        redis,
+        sources,
+        queue,
+        settings.alert_webhook_url,
+        settings.alert_webhook_secret.get_secret_value(),
+        timeout=settings.alert_timeout,
+    )
+
+
 def connect(settings: WorkerSettings) -> Any:
     """The worker's Redis client.
 
@@ -97,7 +128,7 @@ def connect(settings: WorkerSettings) -> Any:
     number. The worst case on a hung server stays under a minute (9 tries of the timeout).
     """
     retry = Retry(ExponentialWithJitterBackoff(base=0.1, cap=1.0), retries=8)
-    return aioredis.Redis.from_url(
+    return connect_redis(
         settings.redis_url,
         socket_timeout=settings.redis_socket_timeout,
         socket_connect_timeout=settings.redis_socket_timeout,
@@ -141,6 +172,11 @@ async def serve(
         process = WorkerProcess.build(settings, redis)
         freeze_heap()
         await process.start()
+        alerts = build_alerts(settings, redis)
+        if alerts is not None:
+            await alerts.start()
+            host = httpx.URL(alerts.url).host  # the full URL may hold a token
+            log.info("dead-letter alerts to %s via queue %s", host, alerts.queue.prefix)
         for name, worker in process.workers.items():
             log.info(
                 "serving provider %s on queue %s (concurrency %d)",
@@ -152,6 +188,8 @@ async def serve(
             on_ready(process)
         await drain.requested.wait()
         await drain.stop(list(process.workers.values()))
+        if alerts is not None:
+            await alerts.stop(deadline=settings.drain_deadline)
         await process.close_handlers()
         log.info("drained; exiting")
     finally:

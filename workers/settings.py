@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from providers.routing import RoutingSettings, split_list
@@ -23,6 +23,9 @@ class WorkerSettings(RoutingSettings):
     """GENQ_LEASE: seconds a job stays ours without a heartbeat."""
     result_ttl: float = Field(3600.0, gt=0)
     """GENQ_RESULT_TTL: seconds a finished generation stays readable (same as the gateway's)."""
+    dead_ttl: float = Field(14 * 86400.0, gt=0)
+    """GENQ_DEAD_TTL: seconds a dead-lettered job (record, output, dead-set entry) is kept,
+    apart from GENQ_RESULT_TTL. Running and scheduled jobs never expire, whatever both say."""
     max_attempts: int = Field(3, ge=1)
     """GENQ_MAX_ATTEMPTS: the queue's default, for jobs enqueued without one."""
     backoff: float = Field(1.0, ge=0)
@@ -45,6 +48,26 @@ class WorkerSettings(RoutingSettings):
     """GENQ_LOG_LEVEL."""
     startup_timeout: float = Field(60.0, gt=0)
     """GENQ_STARTUP_TIMEOUT: how long to wait for Redis at start before giving up."""
+
+    alert_webhook_url: str | None = None
+    """GENQ_ALERT_WEBHOOK_URL: POST every dead-lettered job here (see ``workers.alerts``)."""
+    alert_webhook_secret: SecretStr | None = None
+    """GENQ_ALERT_WEBHOOK_SECRET: HMAC-SHA256 key of ``X-Genq-Signature``; required with a URL."""
+    alert_queue: str | None = None
+    """GENQ_ALERT_QUEUE: the deliveries' queue prefix (default ``<namespace>-alerts``)."""
+    alert_max_attempts: int = Field(5, ge=1)
+    """GENQ_ALERT_MAX_ATTEMPTS: tries of one webhook delivery before it dead-letters."""
+    alert_timeout: float = Field(10.0, gt=0)
+    """GENQ_ALERT_TIMEOUT: seconds one webhook POST may take."""
+
+    @model_validator(mode="after")
+    def _alert_secret(self) -> WorkerSettings:
+        if self.alert_webhook_url and not self.alert_webhook_secret:
+            raise ValueError("GENQ_ALERT_WEBHOOK_SECRET is required with GENQ_ALERT_WEBHOOK_URL")
+        return self
+
+    def alert_queue_prefix(self) -> str:
+        return self.alert_queue or f"{self.queue_namespace}-alerts"
 
     @field_validator("worker_providers", mode="before")
     @classmethod

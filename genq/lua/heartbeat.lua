@@ -1,7 +1,8 @@
-#!lua
+#!lua flags=allow-oom
 --[[
 Heartbeat: renews a running job's lease and reports a pending cancel. Only the holder of the
-current lease token may renew. Safe to run twice.
+current lease token may renew. Safe to run twice. Runs when memory is full (it only rewrites
+existing values), so a running job keeps its lease and still hears its cancel.
 
 KEYS[1] job record   KEYS[2] lease set
 ARGV[1] job id   ARGV[2] lease token   ARGV[3] lease length (ms)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from redis.asyncio.cluster import RedisCluster
 
-from gateway.redis_client import connect
+from genq.connection import connect
 from tests.cluster.local_cluster import LocalCluster
 from tests.cluster.support import Spawn, Watcher, WorkerProcess, running_cluster
 

@@ -13,7 +13,6 @@ import contextlib
 import pytest
 from redis.asyncio.cluster import RedisCluster
 
-from gateway.redis_client import connect
 from genq import (
     ActiveJob,
     JobCancelledError,
@@ -25,6 +24,7 @@ from genq import (
     TerminalJobError,
     emit_many,
 )
+from genq.connection import connect
 from tests.cluster.local_cluster import LocalCluster
 from tests.cluster.support import (
     WAIT,

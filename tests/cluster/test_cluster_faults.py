@@ -12,8 +12,8 @@ import signal
 import pytest
 from redis.asyncio.cluster import RedisCluster
 
-from gateway.redis_client import connect
 from genq import ActiveJob, JobStatus
+from genq.connection import connect
 from tests.cluster.local_cluster import LocalCluster
 from tests.cluster.support import (
     WAIT,

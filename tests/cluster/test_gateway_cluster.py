@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from gateway.redis_client import connect
 from genq import Queue
+from genq.connection import connect
 from tests.cluster.local_cluster import LocalCluster
 from tests.cluster.support import node_client, slot_of
 from tests.gateway.conftest import (

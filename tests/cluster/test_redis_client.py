@@ -1,4 +1,4 @@
-"""``gateway.redis_client.connect``: the right client for the URL, with sane defaults.
+"""``genq.connect``: the right client for the URL, with sane defaults.
 
 Against real servers: the session's single server (``redis_url``) and the local cluster.
 """
@@ -12,7 +12,7 @@ from redis.asyncio.connection import SSLConnection
 from redis.crc import key_slot
 
 from gateway.embedded_redis import free_port
-from gateway.redis_client import DEFAULTS, connect, is_cluster_url
+from genq.connection import DEFAULTS, connect, is_cluster_url
 from tests.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.timeout(30)

@@ -26,8 +26,8 @@ import signal
 import sys
 from typing import Any
 
-from gateway.redis_client import connect
 from genq import ActiveJob, Queue
+from genq.connection import connect
 
 
 def report(ev: str, **fields: Any) -> None:
