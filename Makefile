@@ -43,5 +43,9 @@ bench: install
 	$(BIN)/python bench/workers.py
 	$(BIN)/python bench/fanout.py
 
+## 1,000 demo generations, 4 worker processes, one killed at random every few seconds.
+soak: install
+	$(BIN)/python bench/soak.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache artifacts *.egg-info
