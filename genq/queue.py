@@ -286,24 +286,32 @@ class Queue:
     async def cancel(self, job_id: str) -> bool:
         """Cancels a job. True if the job will not produce a result (now, or ever)."""
         k = self.keys
+        reply = await self.run_keyed(
+            job_id,
+            lambda idem: self.scripts.cancel(
+                keys=[k.job(job_id), k.events(job_id), k.ready, k.scheduled, k.leases, k.rank,
+                      k.idempotency(idem)],
+                args=[job_id, ms(self.result_ttl), self.events_max_len, k.cancels, idem],
+            ),
+        )  # fmt: skip
+        return bool(reply[0] == 1)
+
+    async def run_keyed(
+        self, job_id: str, call: Callable[[str], Awaitable[list[Any]]]
+    ) -> list[Any]:
+        """Runs a script that releases or binds the job's idempotency key.
+
+        A script cannot build that key's name itself (every key must be passed in), so the
+        caller reads the job's key first; the script checks it is still the job's and answers
+        ``STALE_READ`` if it changed in between (a custom id re-enqueued), and then it is read
+        again.
+        """
         for _ in range(10):
-            idem = await self.redis.hget(k.job(job_id), "idempotency_key")
-            idem_key = text(idem) if idem else ""
-            reply = await self.scripts.cancel(
-                keys=[
-                    k.job(job_id),
-                    k.events(job_id),
-                    k.ready,
-                    k.scheduled,
-                    k.leases,
-                    k.rank,
-                    k.idempotency(idem_key),
-                ],
-                args=[job_id, ms(self.result_ttl), self.events_max_len, k.cancels, idem_key],
-            )
+            raw = await self.redis.hget(self.keys.job(job_id), "idempotency_key")
+            reply = await call(text(raw) if raw else "")
             if reply[0] != Code.STALE_READ:
-                return bool(reply[0] == 1)
-        raise RuntimeError(f"job {job_id!r} kept changing while being cancelled")
+                return reply
+        raise RuntimeError(f"job {job_id!r} kept changing under a state change")
 
     async def cooldown(self, seconds: float) -> float:
         """Pauses reserving from this queue for ``seconds`` (kept if a longer one is in force).
@@ -349,23 +357,15 @@ class Queue:
     async def retry_dead(self, job_id: str) -> bool:
         """Puts a dead-lettered job back with fresh attempts; its old output is dropped."""
         k = self.keys
-        for _ in range(10):
-            idem = await self.redis.hget(k.job(job_id), "idempotency_key")
-            idem_key = text(idem) if idem else ""
-            reply = await self.scripts.retry_dead(
-                keys=[
-                    k.job(job_id),
-                    k.events(job_id),
-                    k.dead,
-                    k.ready,
-                    k.idempotency(idem_key),
-                    k.signal,
-                ],
-                args=[job_id, self.events_max_len, idem_key],
-            )
-            if reply[0] != Code.STALE_READ:
-                return bool(reply[0] == 1)
-        raise RuntimeError(f"job {job_id!r} kept changing while being retried")
+        reply = await self.run_keyed(
+            job_id,
+            lambda idem: self.scripts.retry_dead(
+                keys=[k.job(job_id), k.events(job_id), k.dead, k.ready, k.idempotency(idem),
+                      k.signal],
+                args=[job_id, self.events_max_len, idem],
+            ),
+        )  # fmt: skip
+        return bool(reply[0] == 1)
 
     async def purge_dead(self, ids: list[str] | None = None) -> int:
         """Deletes dead-lettered jobs for good (all of them when ``ids`` is None)."""

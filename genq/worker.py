@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
@@ -226,36 +227,20 @@ class Worker:
                 self._spawn(record_fields(reply[1]), tokens[job_id])
 
     async def _reclaim(self, ids: list[str]) -> None:
-        q, k = self.queue, self.queue.keys
         for job_id in ids:
-            for _ in range(3):
-                idem = await q.redis.hget(k.job(job_id), "idempotency_key")
-                idem_key = text(idem) if idem else ""
-                reply = await q.scripts.reclaim(
-                    keys=[
-                        k.job(job_id),
-                        k.events(job_id),
-                        k.leases,
-                        k.ready,
-                        k.dead,
-                        k.idempotency(idem_key),
-                        k.signal,
-                    ],
-                    args=[
-                        job_id,
-                        ms(q.result_ttl),
-                        ms(q.dead_ttl),
-                        q.events_max_len,
-                        idem_key,
-                        k.dead_letters,
-                    ],
-                )
-                if int(reply[0]) != Code.STALE_READ:
-                    if int(reply[0]) == 1:
-                        log.warning(
-                            "reclaimed job %s after its lease expired -> %s", job_id, text(reply[1])
-                        )
-                    break
+            reply = await self.queue.run_keyed(job_id, partial(self._reclaim_one, job_id))
+            if int(reply[0]) == 1:
+                log.warning("reclaimed job %s (lease expired) -> %s", job_id, text(reply[1]))
+
+    async def _reclaim_one(self, job_id: str, idem: str) -> list[Any]:
+        q, k = self.queue, self.queue.keys
+        reply: list[Any] = await q.scripts.reclaim(
+            keys=[k.job(job_id), k.events(job_id), k.leases, k.ready, k.dead,
+                  k.idempotency(idem), k.signal],
+            args=[job_id, ms(q.result_ttl), ms(q.dead_ttl), q.events_max_len, idem,
+                  k.dead_letters],
+        )  # fmt: skip
+        return reply
 
     # -- running ---------------------------------------------------------------------------------
 
