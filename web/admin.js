@@ -157,9 +157,10 @@ function svg(tag, attrs = {}, ...children) {
 
 // 0.83 -> 1, 7 -> 10, 23 -> 50: the next 1-2-5 step, so axis labels stay round.
 function niceMax(value) {
-  if (!(value > 0)) return 1;
+  // Even steps only, so the middle grid line is a whole number of jobs too.
+  if (!(value > 0)) return 2;
   const power = 10 ** Math.floor(Math.log10(value));
-  return [1, 2, 5, 10].map((m) => m * power).find((v) => v >= value);
+  return [2, 4, 10, 20].map((m) => m * power).find((v) => v >= value);
 }
 
 // The same for a wait in seconds, in clock-friendly steps (2 s ... 30 s, 1 min ... 30 min, 1 h ...).
