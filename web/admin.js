@@ -155,7 +155,7 @@ function svg(tag, attrs = {}, ...children) {
   return node;
 }
 
-// 0.83 -> 1, 7 -> 10, 23 -> 50: the next 1-2-5 step, so axis labels stay round.
+// 0.83 -> 2, 3 -> 4, 7 -> 10, 23 -> 40: the next 2-4-10 step, so axis labels stay round.
 function niceMax(value) {
   // Even steps only, so the middle grid line is a whole number of jobs too.
   if (!(value > 0)) return 2;

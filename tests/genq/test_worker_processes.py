@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from genq import Event, JobFailedError, JobStatus, Queue
+from tests.faults.invariants import check_invariants, result_writer, tag
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -221,6 +222,13 @@ async def test_worker_process_killed_mid_stream_job_finishes_on_another(
     replay = [e async for e in queue.watch(job.id)]
     assert [e.type for e in replay] == ["restarted"] + ["chunk"] * 20 + ["completed"]
     assert [e.id for e in replay] == [e.id for e in events[emitted_by_a:]]
+    await check_invariants(
+        queue,
+        [job.id],
+        views={job.id: [events, replay]},
+        writer_of=tag,
+        result_writer=result_writer,
+    )
 
 
 async def test_worker_process_frozen_past_lease_cannot_settle_after_takeover(
@@ -258,6 +266,9 @@ async def test_worker_process_frozen_past_lease_cannot_settle_after_takeover(
     record = await queue.get(job.id)
     assert record is not None
     assert (record.status, record.attempt, record.result) == (JobStatus.COMPLETED, 2, result)
+    await check_invariants(
+        queue, [job.id], views={job.id: [events]}, writer_of=tag, result_writer=result_writer
+    )
 
 
 async def test_worker_process_settling_after_losing_its_lease_cannot_overwrite_new_attempt(
@@ -296,6 +307,9 @@ async def test_worker_process_settling_after_losing_its_lease_cannot_overwrite_n
     record = await queue.get(job.id)
     assert record is not None
     assert (record.status, record.attempt, record.result) == (JobStatus.COMPLETED, 2, result)
+    await check_invariants(
+        queue, [job.id], views={job.id: [events]}, writer_of=tag, result_writer=result_writer
+    )
 
 
 async def test_worker_process_taking_back_its_own_lost_job_still_drains_on_sigterm(
@@ -339,6 +353,9 @@ async def test_worker_process_taking_back_its_own_lost_job_still_drains_on_sigte
     assert record is not None
     assert (record.status, record.attempt, record.result) == (JobStatus.COMPLETED, 2, result)
     assert "Traceback" not in a.stderr.read_text()
+    await check_invariants(
+        queue, [job.id], views={job.id: [events]}, writer_of=tag, result_writer=result_writer
+    )
 
 
 async def test_worker_process_killing_itself_dead_letters_after_max_attempts(
@@ -375,6 +392,9 @@ async def test_worker_process_killing_itself_dead_letters_after_max_attempts(
     last.signal(signal.SIGTERM)
     assert await last.exit_code() == 0
     assert not last.saw("start"), "a dead-lettered job must not run a third time"
+    await check_invariants(
+        queue, [job.id], views={job.id: [events]}, writer_of=tag, result_writer=result_writer
+    )
 
 
 async def test_worker_process_sigterm_lets_running_job_finish_then_exits_zero(
@@ -405,3 +425,7 @@ async def test_worker_process_sigterm_lets_running_job_finish_then_exits_zero(
     waiting = await queue.get(later.id)
     assert waiting is not None and waiting.status is JobStatus.WAITING
     assert (await queue.stats()).active == 0
+    await check_invariants(
+        queue, [job.id], views={job.id: [events]}, writer_of=tag, result_writer=result_writer
+    )
+    await check_invariants(queue, [later.id], settled=False)

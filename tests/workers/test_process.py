@@ -12,6 +12,7 @@ import pytest
 
 from genq import Queue
 from providers.demo import DemoScript
+from tests.faults.invariants import check_invariants
 from tests.workers.conftest import events_of, final_text
 from tests.workers.processes import WorkerChild
 
@@ -83,6 +84,7 @@ async def test_killed_worker_generation_finishes_on_another_process(
     assert events[-1].type == "completed"
     assert final_text(events) == script(payload) == events[-1].data["text"]
     assert (await demo_queue.get(job.id)).attempt == 2
+    await check_invariants(demo_queue, [job.id], views={job.id: [events]})
 
 
 async def test_sigterm_drains_then_hands_back_what_is_left(
@@ -114,3 +116,4 @@ async def test_sigterm_drains_then_hands_back_what_is_left(
     assert [e.type for e in events].count("restarted") == 1
     assert final_text(events) == script(long_payload)
     assert (await queue.wait(late.id, timeout=10))["text"].startswith("Echo: late")
+    await check_invariants(queue, [short.id, long.id, late.id], views={long.id: [events]})
