@@ -1,0 +1,393 @@
+"""The invariants every fault test ends with, checked against what is really in Redis.
+
+``await check_invariants(queue, accepted, views=...)`` fails with a precise message unless:
+
+1. **No accepted job lost**: every id the producer was told about has a record (and, with
+   ``settled=True``, a terminal status).
+2. **At most one settle per job**: a job's stream holds at most one terminal event, and a
+   finished job exactly one, as its last entry, of the record's status; a completed record's
+   result is that event's data. Every viewer saw at most one terminal event, as its last.
+3. **Never two live leases**: an ``active`` job is in the lease set with a token, and a job is
+   in at most one of ready / scheduled / leases / dead, the one its status says.
+4. **No write from a stale lease accepted**: between two ``restarted`` markers every chunk has
+   one writer (``writer_of``), consecutive attempts have different writers, and the chunks after
+   the last marker come from the attempt whose result was stored (``result_writer``).
+5. **No duplicate text after ``restarted``**: what each viewer shows (chunks appended, cleared on
+   ``restarted``) is the result's text exactly, and its event ids strictly increase.
+6. **No orphan keys after retention**: every per-job key (record, stream, idempotency key) of a
+   finished job carries a TTL no longer than its retention; a stream or key without a record
+   expires too; the ready/scheduled/lease/rank sets name only live jobs in the matching state;
+   an idempotency key points at the job that holds it. With ``retention`` (seconds) the check
+   also waits that long for the finished jobs' keys to vanish and then finds none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from genq import Event, Queue
+from genq.status import TERMINAL_EVENTS
+
+TERMINAL_STATUSES = frozenset(TERMINAL_EVENTS)
+LIVE_SETS = ("ready", "scheduled", "leases", "dead")
+
+
+def tag(data: Any) -> str:
+    """The writer of a tagged chunk: ``"A#2:tok3 "`` -> ``"A#2"`` (``"A:tok3 "`` -> ``"A"``)."""
+    return str(data).split(":", 1)[0]
+
+
+def result_writer(result: Any) -> str:
+    """The writer a tagged result names (this module's handlers, or worker_process.py's)."""
+    if "writer" in result:
+        return str(result["writer"])
+    return str(result["worker"])
+
+
+def default_text(result: Any) -> str:
+    """The text a result stands for: itself if a string, else its ``text`` field."""
+    if isinstance(result, str):
+        return result
+    if isinstance(result, Mapping) and isinstance(result.get("text"), str):
+        return result["text"]
+    raise AssertionError(f"cannot tell the text of result {result!r}")
+
+
+def shown_text(events: Iterable[Event]) -> str:
+    """What a client shows: chunks appended, cleared on ``restarted``."""
+    text = ""
+    for event in events:
+        if event.type == "restarted":
+            text = ""
+        elif event.type == "chunk":
+            text += event.data
+    return text
+
+
+def segments(events: Sequence[Event]) -> list[list[Event]]:
+    """The chunks of each attempt a viewer saw: split at every ``restarted``."""
+    parts: list[list[Event]] = [[]]
+    for event in events:
+        if event.type == "restarted":
+            parts.append([])
+        elif event.type == "chunk":
+            parts[-1].append(event)
+    return parts
+
+
+def _order(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def _tail(key: str) -> str:
+    return key.split(":", 2)[2]
+
+
+def _s(value: bytes | str | None) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@dataclass
+class Audit:
+    """What the check looked at, for a test that wants to assert more."""
+
+    records: dict[str, dict[str, str]] = field(default_factory=dict)
+    streams: dict[str, list[Event]] = field(default_factory=dict)
+    statuses: dict[str, str] = field(default_factory=dict)
+
+    def count(self, status: str) -> int:
+        return sum(1 for s in self.statuses.values() if s == status)
+
+
+class InvariantError(AssertionError):
+    pass
+
+
+async def check_invariants(
+    queue: Queue,
+    accepted: Iterable[str],
+    *,
+    views: Mapping[str, Iterable[Sequence[Event]]] | None = None,
+    settled: bool = True,
+    text_of: Callable[[Any], str] = default_text,
+    writer_of: Callable[[Any], Hashable] | None = None,
+    result_writer: Callable[[Any], Hashable] | None = None,
+    retention: float | None = None,
+) -> Audit:
+    """Checks the six invariants (module docstring) for ``accepted`` job ids of ``queue``."""
+    ids = list(dict.fromkeys(accepted))
+    problems: list[str] = []
+    audit = Audit()
+    redis, k = queue.redis, queue.keys
+
+    async with redis.pipeline(transaction=False) as pipe:
+        for job_id in ids:
+            pipe.hgetall(k.job(job_id))
+            pipe.xrange(k.events(job_id))
+        replies = await pipe.execute()
+    for i, job_id in enumerate(ids):
+        raw, entries = replies[2 * i], replies[2 * i + 1]
+        record = {_s(a): _s(b) for a, b in raw.items()}
+        if not record:
+            problems.append(f"accepted job {job_id} lost: no record")
+            continue
+        audit.records[job_id] = record
+        status = record["status"]
+        audit.statuses[job_id] = status
+        events = [_decode(queue, e_id, fields) for e_id, fields in entries]
+        audit.streams[job_id] = events
+        if settled and status not in TERMINAL_STATUSES:
+            problems.append(f"job {job_id} not settled: {status}")
+        problems += _check_stream(job_id, record, events, entries)
+        if writer_of is not None:
+            problems += _check_writers(job_id, record, events, queue, writer_of, result_writer)
+        for view in (views or {}).get(job_id, ()):
+            problems += _check_view(job_id, record, list(view), queue, text_of)
+
+    problems += await _check_sets(queue, audit)
+    problems += await _check_keys(queue, audit)
+    if retention is not None and not problems:
+        problems += await _check_retention(queue, audit, retention)
+    if problems:
+        shown = "\n  ".join(problems[:20])
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise InvariantError(f"{len(problems)} invariant violation(s):\n  {shown}{more}")
+    return audit
+
+
+def _decode(queue: Queue, entry_id: Any, fields: Mapping[Any, Any]) -> Event:
+    from genq import decode_entry
+
+    return decode_entry(entry_id, fields, queue.result_codec)
+
+
+def _check_stream(
+    job_id: str, record: dict[str, str], events: list[Event], raw: list[Any]
+) -> list[str]:
+    problems = []
+    status = record["status"]
+    terminal = [e for e in events if e.terminal]
+    if len(terminal) > 1:
+        problems.append(f"job {job_id} settled {len(terminal)} times: {[e.type for e in terminal]}")
+    if status in TERMINAL_STATUSES:
+        if not terminal:
+            problems.append(f"job {job_id} is {status} but its stream has no terminal event")
+        elif events[-1] is not terminal[-1] or terminal[-1].type != status:
+            problems.append(
+                f"job {job_id} is {status}; stream ends {[e.type for e in events[-3:]]}"
+            )
+        if status == "completed" and terminal:
+            last_data = _s(raw[-1][1][b"data"])
+            if record.get("result") != last_data:
+                problems.append(f"job {job_id}: stored result differs from its completed event")
+    elif terminal:
+        problems.append(f"job {job_id} is {status} yet its stream has {terminal[-1].type}")
+    ids = [_order(e.id) for e in events]
+    if ids != sorted(set(ids)):
+        problems.append(f"job {job_id}: stream ids not strictly increasing")
+    return problems
+
+
+def _check_writers(
+    job_id: str,
+    record: dict[str, str],
+    events: list[Event],
+    queue: Queue,
+    writer_of: Callable[[Any], Hashable],
+    result_writer: Callable[[Any], Hashable] | None,
+) -> list[str]:
+    problems = []
+    last = segments(events)[-1]
+    writers = {writer_of(e.data) for e in last}
+    if len(writers) > 1:
+        problems.append(f"job {job_id}: chunks of two holders in one attempt: {writers}")
+    if record["status"] == "completed" and result_writer is not None and writers:
+        stored = result_writer(queue.result_codec.decode(record["result"]))
+        if writers != {stored}:
+            problems.append(
+                f"job {job_id}: result from {stored!r} but its last attempt's chunks from "
+                f"{writers}: a stale holder's writes were accepted"
+            )
+    return problems
+
+
+def _check_view(
+    job_id: str,
+    record: dict[str, str],
+    view: list[Event],
+    queue: Queue,
+    text_of: Callable[[Any], str],
+) -> list[str]:
+    problems = []
+    ids = [_order(e.id) for e in view]
+    if ids != sorted(set(ids)):
+        problems.append(f"job {job_id}: a viewer saw ids out of order or twice")
+    terminal = [i for i, e in enumerate(view) if e.terminal]
+    if len(terminal) > 1 or (terminal and terminal[0] != len(view) - 1):
+        problems.append(f"job {job_id}: a viewer saw terminal events at {terminal} of {len(view)}")
+    if terminal and view[-1].type == "completed" and record["status"] == "completed":
+        expected = text_of(queue.result_codec.decode(record["result"]))
+        shown = shown_text(view)
+        if shown != expected:
+            problems.append(
+                f"job {job_id}: a viewer shows {shown[:80]!r}... ({len(shown)} chars), the "
+                f"result is {expected[:80]!r}... ({len(expected)} chars)"
+            )
+    if terminal and view[-1].type != record["status"]:
+        problems.append(f"job {job_id}: a viewer saw {view[-1].type}, record is {record['status']}")
+    return problems
+
+
+async def _members(queue: Queue) -> dict[str, set[str]]:
+    k = queue.keys
+    async with queue.redis.pipeline(transaction=False) as pipe:
+        for name in LIVE_SETS:
+            pipe.zrange(getattr(k, name), 0, -1)
+        pipe.hkeys(k.rank)
+        replies = await pipe.execute()
+    sets = {
+        name: {_s(m) for m in members}
+        for name, members in zip(LIVE_SETS, replies[:-1], strict=True)
+    }
+    sets["rank"] = {_s(m) for m in replies[-1]}
+    return sets  # type: ignore[return-value]
+
+
+async def _check_sets(queue: Queue, audit: Audit) -> list[str]:
+    """Each job sits in the one set its status names; the sets name only such jobs."""
+    problems = []
+    sets = await _members(queue)
+    expected_set = {
+        "waiting": {"ready", "leases"},  # leases: claimed, not yet activated
+        # A due job is promoted to the ready set (and claimed) with its record still saying
+        # scheduled; activate.lua accepts both.
+        "scheduled": {"scheduled", "ready", "leases"},
+        "active": {"leases"},
+        "failed": {"dead"},
+        "completed": set(),
+        "cancelled": set(),
+    }
+    for job_id, status in audit.statuses.items():
+        inside = [name for name in LIVE_SETS if job_id in sets[name]]
+        if len(inside) > 1:
+            problems.append(f"job {job_id} ({status}) is in several sets: {inside}")
+        if not set(inside) <= expected_set[status]:
+            problems.append(f"job {job_id} is {status} but in {inside}")
+        if status in ("waiting", "scheduled", "active") and not inside:
+            problems.append(f"job {job_id} is {status} but in no set: nobody will run it")
+        if status == "active" and not audit.records[job_id].get("token"):
+            problems.append(f"job {job_id} is active without a lease token")
+        in_rank = job_id in sets["rank"]
+        if in_rank != (job_id in sets["scheduled"]):
+            problems.append(f"job {job_id}: rank entry {in_rank}, scheduled {not in_rank}")
+    # Members whose record is gone (or not ours to know): the record must exist and agree.
+    unknown = set().union(*(sets[n] for n in ("ready", "scheduled", "leases"))) - set(
+        audit.statuses
+    )
+    if unknown:
+        async with queue.redis.pipeline(transaction=False) as pipe:
+            for job_id in unknown:
+                pipe.hget(queue.keys.job(job_id), "status")
+            statuses = await pipe.execute()
+        for job_id, status in zip(unknown, statuses, strict=True):
+            status = _s(status)
+            if status is None or status in TERMINAL_STATUSES:
+                problems.append(f"queue sets name job {job_id} whose record is {status}")
+    return problems
+
+
+async def _scan(queue: Queue) -> list[str]:
+    tag = queue.keys.tag
+    pattern = tag.replace("[", "\\[").replace("]", "\\]").replace("*", "\\*") + ":*"
+    return [_s(key) async for key in queue.redis.scan_iter(match=pattern, count=1000)]
+
+
+async def _check_keys(queue: Queue, audit: Audit) -> list[str]:
+    """Per-job keys of finished jobs expire, within their retention; none dangle."""
+    problems = []
+    tag = queue.keys.tag
+    keys = await _scan(queue)
+    per_job = [key for key in keys if key.split(":", 2)[1] in ("job", "events", "idem")]
+    async with queue.redis.pipeline(transaction=False) as pipe:
+        for key in per_job:
+            pipe.pttl(key)
+            if ":idem:" in key:
+                pipe.get(key)
+            else:
+                pipe.hmget(queue.keys.job(key.split(":", 2)[2]), "status", "idem_ttl")
+        replies = await pipe.execute()
+    longest = max(queue.result_ttl, queue.dead_ttl) * 1000
+    for i, key in enumerate(per_job):
+        ttl, extra = replies[2 * i], replies[2 * i + 1]
+        kind, name = key[len(tag) + 1 :].split(":", 1)
+        if kind == "idem":
+            bound = _s(extra)
+            owner = audit.records.get(bound or "")
+            if owner is None:
+                owner_status = _s(await queue.redis.hget(queue.keys.job(bound or ""), "status"))
+                if owner_status is None and ttl < 0:
+                    problems.append(f"idempotency key {name!r} points at missing job {bound}")
+                continue
+            if owner.get("idempotency_key") != name:
+                problems.append(f"idempotency key {name!r} points at {bound}, which has another")
+            if owner["status"] in ("failed", "cancelled"):
+                problems.append(f"idempotency key {name!r} still bound to {owner['status']} job")
+            if owner["status"] == "completed" and ttl < 0:
+                problems.append(f"idempotency key {name!r} of a completed job never expires")
+            continue
+        status, idem_ttl = (_s(v) for v in extra)
+        if status is None:
+            if ttl < 0:
+                problems.append(f"orphan key {key}: no record and no TTL")
+        elif status in TERMINAL_STATUSES:
+            limit = max(longest, float(idem_ttl or 0))
+            if ttl < 0:
+                problems.append(f"key {key} of a {status} job never expires")
+            elif ttl > limit:
+                problems.append(f"key {key} of a {status} job lives {ttl} ms > {limit} ms")
+        elif ttl >= 0:
+            problems.append(f"key {key} of a {status} job expires: the job would vanish")
+    return problems
+
+
+async def _check_retention(queue: Queue, audit: Audit, retention: float) -> list[str]:
+    """Waits up to ``retention`` s for the finished jobs' keys to expire; then none is left."""
+    finished = {j for j, s in audit.statuses.items() if s in TERMINAL_STATUSES}
+    deadline = time.monotonic() + retention
+    while True:
+        keys = await _scan(queue)
+        left = [k for k in keys if k.split(":", 2)[1] in ("job", "events") and _tail(k) in finished]
+        idem = [k for k in keys if k.split(":", 2)[1] == "idem"]
+        if idem:
+            bound = await queue.redis.mget(idem)
+            left += [k for k, b in zip(idem, bound, strict=True) if _s(b) in finished]
+        if not left:
+            break
+        if time.monotonic() > deadline:
+            return [f"after {retention}s of retention these keys remain: {left[:10]}"]
+        await asyncio.sleep(0.1)
+    sets = await _members(queue)
+    problems = []
+    for name in ("ready", "scheduled", "leases", "rank"):
+        stale = sets[name] & finished
+        if stale:
+            problems.append(f"after retention, {name} still names finished jobs {sorted(stale)}")
+    dead_scores = await queue.redis.zrange(queue.keys.dead, 0, -1, withscores=True)
+    now_ms = await queue.server_time() * 1000
+    for member, died in dead_scores:
+        job_id = _s(member)
+        recent = died > now_ms - queue.dead_ttl * 1000
+        if job_id in finished and recent and not await queue.redis.exists(queue.keys.job(job_id)):
+            problems.append(f"dead entry {job_id} outlived its record")
+    return problems
+
+
+def dumps(events: Sequence[Event]) -> str:
+    """A compact trace of events, for assertion messages."""
+    return json.dumps([(e.type, e.data if e.type == "chunk" else None) for e in events])[:2000]

@@ -1,0 +1,198 @@
+"""Helpers shared by the fault tests: resuming viewers, tagged handlers, worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from gateway.embedded_redis import die_with_parent
+from genq import ActiveJob, Event, JobNotFoundError, Queue
+from tests.genq.test_worker_processes import WorkerProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKER_MODULE = "tests.genq.worker_process"
+BLIPS = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+class Viewer:
+    """Follows a job like a browser tab: reconnects after any Redis error and resumes after
+    the last event it saw (``watch(after=...)``), until the terminal event or the job vanished.
+    """
+
+    def __init__(self, queue: Queue, job_id: str, retry: float = 0.1) -> None:
+        self.queue = queue
+        self.job_id = job_id
+        self.events: list[Event] = []
+        self.errors: list[str] = []
+        self.vanished = False
+        self._retry = retry
+        self.task = asyncio.create_task(self._follow(), name=f"viewer {job_id}")
+
+    @property
+    def last_id(self) -> str | None:
+        return self.events[-1].id if self.events else None
+
+    @property
+    def ended(self) -> bool:
+        return self.task.done()
+
+    async def _follow(self) -> None:
+        while True:
+            try:
+                async for event in self.queue.watch(self.job_id, after=self.last_id):
+                    self.events.append(event)
+                    if event.terminal:
+                        return
+                # watch() returned without a terminal event: the record is gone.
+                self.vanished = True
+                return
+            except JobNotFoundError:
+                self.vanished = True
+                return
+            except BLIPS as exc:
+                self.errors.append(type(exc).__name__)
+                await asyncio.sleep(self._retry)
+
+    async def finished(self, timeout: float) -> list[Event]:
+        async with asyncio.timeout(timeout):
+            await asyncio.shield(self.task)
+        return self.events
+
+    async def close(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+def tagged_handler(
+    name: str, delay: float = 0.02, gate: asyncio.Event | None = None
+) -> Callable[[ActiveJob], Awaitable[dict[str, Any]]]:
+    """A handler whose chunks say who wrote them: ``<name>#<attempt>:tok<n> ``.
+
+    Emits ``payload["chunks"]`` chunks, ``delay`` apart; waits for ``gate`` (if given) before
+    returning ``{"text", "writer"}``.
+    """
+
+    async def handle(job: ActiveJob) -> dict[str, Any]:
+        writer = f"{name}#{job.attempt}"
+        text = ""
+        for n in range(1, int(job.payload["chunks"]) + 1):
+            await asyncio.sleep(delay)
+            piece = f"{writer}:tok{n} "
+            await job.emit(piece)
+            text += piece
+        if gate is not None:
+            await gate.wait()
+        return {"text": text, "writer": writer}
+
+    return handle
+
+
+async def eventually(
+    predicate: Callable[[], Awaitable[bool]], timeout: float, interval: float = 0.05
+) -> None:
+    """Polls an async predicate until it holds; fails after ``timeout`` seconds."""
+    async with asyncio.timeout(timeout):
+        while not await predicate():
+            await asyncio.sleep(interval)
+
+
+async def spawn_worker_process(
+    name: str, redis_url: str, prefix: str, stderr: Path, **options: Any
+) -> WorkerProcess:
+    """Starts ``tests/genq/worker_process.py`` (dies with this process) and waits for ready."""
+    args = [sys.executable, "-m", WORKER_MODULE, "--name", name]
+    args += ["--redis-url", redis_url, "--prefix", prefix]
+    for key, value in options.items():
+        args += [f"--{key.replace('_', '-')}", str(value)]
+    with stderr.open("wb") as err:
+        proc = await asyncio.create_subprocess_exec(
+            *args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=err,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            preexec_fn=die_with_parent,
+        )
+    worker = WorkerProcess(proc, name, stderr)
+    await worker.expect("ready")
+    return worker
+
+
+class ScriptCalls:
+    """A queue's state changes called the way the Worker calls them, one script at a time,
+    for tests that must place a job in an exact state (as tests/genq/test_leases.py does)."""
+
+    def __init__(self, queue: Queue) -> None:
+        self.queue = queue
+        self.k = queue.keys
+
+    async def pick(self, count: int = 1, claim_ms: int = 10_000) -> list[str]:
+        k = self.k
+        claimed, _, _ = await self.queue.scripts.pick(
+            keys=[k.ready, k.scheduled, k.leases, k.rank, k.cooldown, k.dead],
+            args=[count, claim_ms, int(self.queue.dead_ttl * 1000)],
+        )
+        return [c.decode() for c in claimed]
+
+    async def activate(self, job_id: str, token: str, lease_ms: int = 30_000) -> int:
+        k = self.k
+        reply = await self.queue.scripts.activate(
+            keys=[k.job(job_id), k.events(job_id), k.leases],
+            args=[job_id, token, lease_ms, self.queue.events_max_len],
+        )
+        return int(reply[0])
+
+    async def emit(self, job_id: str, token: str, seq: int, data: str) -> int:
+        k = self.k
+        reply = await self.queue.scripts.emit(
+            keys=[k.job(job_id), k.events(job_id), k.leases],
+            args=[job_id, token, seq, "chunk", data, 30_000, self.queue.events_max_len, ""],
+        )
+        return int(reply[0])
+
+    async def settle(
+        self,
+        job_id: str,
+        token: str,
+        outcome: str,
+        data: str = "",
+        delay_ms: int = 0,
+        reason: str = "error",
+        idem_key: str = "",
+    ) -> list[Any]:
+        q, k = self.queue, self.k
+        keys = [
+            k.job(job_id), k.events(job_id), k.leases, k.scheduled, k.ready, k.dead, k.rank,
+            k.idempotency(idem_key), k.signal,
+        ]  # fmt: skip
+        args = [
+            job_id, token, outcome, data, delay_ms, reason, int(q.result_ttl * 1000),
+            int(q.dead_ttl * 1000), q.events_max_len, k.dead_letters,
+        ]  # fmt: skip
+        return list(await q.scripts.settle(keys=keys, args=args))
+
+    async def reclaim(self, job_id: str) -> list[Any]:
+        q, k = self.queue, self.k
+        idem = await q.redis.hget(k.job(job_id), "idempotency_key")
+        idem_key = idem.decode() if idem else ""
+        keys = [
+            k.job(job_id), k.events(job_id), k.leases, k.ready, k.dead, k.idempotency(idem_key),
+            k.signal,
+        ]  # fmt: skip
+        args = [
+            job_id, int(q.result_ttl * 1000), int(q.dead_ttl * 1000), q.events_max_len,
+            idem_key, k.dead_letters,
+        ]  # fmt: skip
+        return list(await q.scripts.reclaim(keys=keys, args=args))
+
+    async def expire_lease(self, job_id: str) -> None:
+        await self.queue.redis.zadd(self.k.leases, {job_id: 0}, xx=True)

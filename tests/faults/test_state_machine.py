@@ -1,0 +1,377 @@
+"""A Hypothesis stateful test: genq's state machine against a plain Python model.
+
+The system under test is a real queue on the real server, driven one state change at a time
+the way the Worker drives it (``ScriptCalls``: pick, activate, emit, settle, reclaim) and through
+the public API (enqueue, cancel, retry_dead, purge_dead). The model is a few dicts. After every
+step the invariants compare the two: each job's status, attempt and cancel flag; ``stats()``;
+which of ready / scheduled / leases / dead holds each job (exactly the one its state names);
+idempotency keys; one terminal event per finished job. ``pick`` must also return the job the
+model expects: highest priority first, FIFO within a priority, a retried job keeping its place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pytest
+import redis.asyncio as aioredis
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from genq import JobExistsError, Queue
+from tests.faults.invariants import check_invariants
+from tests.faults.support import ScriptCalls
+
+pytestmark = pytest.mark.timeout(45)
+
+T = TypeVar("T")
+LATER_MS = 3_600_000  # a delay no example outlives
+KEYS = ("k1", "k2", "k3")
+CUSTOM_IDS = ("c1", "c2")
+
+
+@dataclass
+class Model:
+    """One job as the model sees it."""
+
+    id: str
+    rank: int
+    max_attempts: int
+    key: str | None
+    status: str = "waiting"  # as Queue.get reports it (a due retry reads as waiting)
+    where: str = "ready"  # ready | scheduled | leases | dead | none
+    attempt: int = 0
+    cancel_requested: bool = False
+    token: str | None = None
+    claimed: bool = False  # in the lease set under a claim, not activated
+    output: bool = False  # the current attempt wrote chunks
+    due: bool = False  # in the scheduled set, and its time has come
+    seq: int = 0
+    stale: list[str] = field(default_factory=list)
+
+    @property
+    def held(self) -> bool:
+        return self.status == "active"
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("completed", "failed", "cancelled")
+
+
+class QueueMachine(RuleBasedStateMachine):
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.redis = aioredis.Redis.from_url(url)
+        self.queue = Queue(self.redis, f"sm-{uuid.uuid4().hex[:12]}", result_ttl=300.0)
+        self.calls = ScriptCalls(self.queue)
+        self.jobs: dict[str, Model] = {}
+        self.keys: dict[str, str] = {}
+        self.next_seq = 0
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    def teardown(self) -> None:
+        async def clean() -> None:
+            keys = [k async for k in self.redis.scan_iter(match=f"{self.queue.keys.tag}:*")]
+            if keys:
+                await self.redis.delete(*keys)
+            await self.redis.aclose()
+
+        try:
+            # The suite-wide invariants too (orphan keys, TTLs, one settle), on top of the model.
+            self.run(check_invariants(self.queue, list(self.jobs), settled=False))
+        finally:
+            self.run(clean())
+            self.loop.close()
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def pick_job(self, index: int, where: Any = None) -> Model:
+        jobs = [j for j in self.jobs.values() if where is None or where(j)]
+        return jobs[index % len(jobs)]
+
+    def has(self, test: Any) -> bool:
+        return any(test(j) for j in self.jobs.values())
+
+    def release_key(self, job: Model) -> None:
+        if job.key and self.keys.get(job.key) == job.id:
+            del self.keys[job.key]
+
+    def settle_cancelled(self, job: Model) -> None:
+        job.status, job.where, job.claimed, job.due = "cancelled", "none", False, False
+        self.release_key(job)
+
+    def dead_letter(self, job: Model) -> None:
+        job.status, job.where = "failed", "dead"
+        self.release_key(job)
+
+    def new_job(self, job_id: str, priority: int, delayed: bool, attempts: int, key: str | None):
+        self.next_seq += 1
+        rank = (1000 - priority) * 10**12 + self.next_seq
+        job = Model(job_id, rank, attempts, key)
+        if delayed:
+            job.status, job.where = "scheduled", "scheduled"
+        self.jobs[job_id] = job
+        if key:
+            self.keys[key] = job_id
+        return job
+
+    def activate_model(self, job: Model, token: str) -> None:
+        job.attempt += 1
+        job.status, job.where, job.claimed, job.token = "active", "leases", False, token
+        job.output, job.seq = False, 0
+
+    # -- producing -----------------------------------------------------------------------------
+
+    @rule(
+        priority=st.sampled_from([-1, 0, 5]),
+        delayed=st.booleans(),
+        key=st.none() | st.sampled_from(KEYS),
+        attempts=st.integers(1, 3),
+    )
+    def enqueue(self, priority: int, delayed: bool, key: str | None, attempts: int) -> None:
+        e = self.run(
+            self.queue.enqueue(
+                {"p": priority},
+                idempotency_key=key,
+                priority=priority,
+                delay=LATER_MS / 1000 if delayed else 0.0,
+                max_attempts=attempts,
+            )
+        )
+        if key and key in self.keys:
+            assert e.deduplicated and e.id == self.keys[key], (e, self.keys)
+            return
+        assert not e.deduplicated
+        self.new_job(e.id, priority, delayed, attempts, key)
+
+    @rule(job_id=st.sampled_from(CUSTOM_IDS), priority=st.sampled_from([0, 5]))
+    def enqueue_custom_id(self, job_id: str, priority: int) -> None:
+        known = self.jobs.get(job_id)
+        if known is not None and not known.finished:
+            with pytest.raises(JobExistsError):
+                self.run(self.queue.enqueue({}, job_id=job_id, priority=priority))
+            return
+        e = self.run(self.queue.enqueue({}, job_id=job_id, priority=priority))
+        assert (e.id, e.deduplicated) == (job_id, False)
+        self.new_job(job_id, priority, False, self.queue.max_attempts, None)  # starts clean
+
+    # -- reserving -----------------------------------------------------------------------------
+
+    def expected_pick(self) -> Model | None:
+        for job in self.jobs.values():
+            if job.where == "scheduled" and job.due:
+                job.where, job.due = "ready", False
+        ready = [j for j in self.jobs.values() if j.where == "ready"]
+        return min(ready, key=lambda j: j.rank) if ready else None
+
+    @rule(activate=st.booleans())
+    def reserve(self, activate: bool) -> None:
+        claimed = self.run(self.calls.pick(1))
+        expected = self.expected_pick()
+        assert claimed == ([expected.id] if expected else []), (claimed, expected)
+        if expected is None:
+            return
+        expected.where, expected.claimed = "leases", True
+        if activate:
+            token = uuid.uuid4().hex
+            assert self.run(self.calls.activate(expected.id, token)) == 0
+            self.activate_model(expected, token)
+
+    @precondition(lambda self: self.has(lambda j: j.claimed))
+    @rule(index=st.integers(0, 50))
+    def activate_claimed(self, index: int) -> None:
+        job = self.pick_job(index, lambda j: j.claimed)
+        token = uuid.uuid4().hex
+        assert self.run(self.calls.activate(job.id, token)) == 0
+        self.activate_model(job, token)
+
+    @precondition(lambda self: self.has(lambda j: j.claimed))
+    @rule(index=st.integers(0, 50))
+    def claim_expires(self, index: int) -> None:
+        job = self.pick_job(index, lambda j: j.claimed)
+        self.run(self.calls.expire_lease(job.id))
+        reply = self.run(self.calls.reclaim(job.id))
+        assert [int(reply[0]), reply[1].decode()] == [1, "waiting"]
+        job.where, job.claimed, job.status = "ready", False, "waiting"  # no attempt spent
+
+    # -- running -------------------------------------------------------------------------------
+
+    @precondition(lambda self: self.has(lambda j: j.held))
+    @rule(index=st.integers(0, 50))
+    def emit(self, index: int) -> None:
+        job = self.pick_job(index, lambda j: j.held)
+        job.seq += 1
+        code = self.run(self.calls.emit(job.id, job.token or "", job.seq, f'"t{job.seq}"'))
+        assert code == (5 if job.cancel_requested else 0)
+        if not job.cancel_requested:
+            job.output = True
+
+    @precondition(lambda self: self.has(lambda j: j.held))
+    @rule(
+        index=st.integers(0, 50),
+        outcome=st.sampled_from(["complete", "fail", "retry", "retry_later", "release"]),
+    )
+    def settle(self, index: int, outcome: str) -> None:
+        job = self.pick_job(index, lambda j: j.held)
+        later = outcome == "retry_later"
+        kind = "retry" if later else outcome
+        data = '"done"' if kind == "complete" else "err"
+        reply = self.run(
+            self.calls.settle(
+                job.id, job.token or "", kind, data, LATER_MS if later else 0, "terminal",
+                job.key or "",
+            )
+        )  # fmt: skip
+        if job.cancel_requested:
+            self.settle_cancelled(job)
+        elif kind == "complete":
+            job.status, job.where = "completed", "none"
+        elif kind == "fail":
+            self.dead_letter(job)
+        elif kind == "release":
+            job.status, job.where, job.attempt = "waiting", "ready", job.attempt - 1
+        elif job.attempt < job.max_attempts:
+            job.where, job.due = "scheduled", not later
+            job.status = "scheduled" if later else "waiting"
+        else:
+            self.dead_letter(job)
+        raw = "scheduled" if job.where == "scheduled" else job.status  # a due retry too
+        assert [int(reply[0]), reply[1].decode()] == [0, raw]
+
+    @precondition(lambda self: self.has(lambda j: j.held))
+    @rule(index=st.integers(0, 50))
+    def lease_expires(self, index: int) -> None:
+        job = self.pick_job(index, lambda j: j.held)
+        self.run(self.calls.expire_lease(job.id))
+        reply = self.run(self.calls.reclaim(job.id))
+        assert int(reply[0]) == 1
+        job.stale.append(job.token or "")
+        job.token = None
+        if job.cancel_requested:
+            self.settle_cancelled(job)
+        elif job.attempt >= job.max_attempts:
+            self.dead_letter(job)
+        else:
+            job.status, job.where = "waiting", "ready"
+        assert reply[1].decode() == job.status
+
+    @precondition(lambda self: self.has(lambda j: j.stale))
+    @rule(index=st.integers(0, 50), settle=st.booleans())
+    def stale_holder_writes(self, index: int, settle: bool) -> None:
+        job = self.pick_job(index, lambda j: bool(j.stale))
+        token = job.stale[-1]
+        if settle:
+            reply = self.run(self.calls.settle(job.id, token, "complete", '"zombie"'))
+            assert int(reply[0]) == 4  # refused: the lease is gone
+        else:
+            assert self.run(self.calls.emit(job.id, token, 1000, '"zombie"')) == 4
+
+    # -- controlling ---------------------------------------------------------------------------
+
+    @precondition(lambda self: self.jobs)
+    @rule(index=st.integers(0, 50))
+    def cancel(self, index: int) -> None:
+        job = self.pick_job(index)
+        answer = self.run(self.queue.cancel(job.id))
+        if job.status in ("completed", "failed"):
+            assert answer is False
+        elif job.status == "cancelled":
+            assert answer is True
+        elif job.held:
+            assert answer is True
+            job.cancel_requested = True
+        else:
+            assert answer is True
+            job.cancel_requested = True
+            self.settle_cancelled(job)
+
+    @precondition(lambda self: self.jobs)
+    @rule(index=st.integers(0, 50))
+    def retry_dead(self, index: int) -> None:
+        job = self.pick_job(index)
+        answer = self.run(self.queue.retry_dead(job.id))
+        assert answer is (job.status == "failed")
+        if answer:
+            job.status, job.where, job.attempt = "waiting", "ready", 0
+            job.cancel_requested, job.output, job.seq, job.token = False, False, 0, None
+            if job.key and job.key not in self.keys:
+                self.keys[job.key] = job.id
+
+    @precondition(lambda self: self.jobs)
+    @rule(index=st.integers(0, 50))
+    def purge_dead(self, index: int) -> None:
+        job = self.pick_job(index)
+        purged = self.run(self.queue.purge_dead([job.id]))
+        assert purged == (1 if job.status == "failed" else 0)
+        if purged:
+            del self.jobs[job.id]
+
+    # -- invariants ----------------------------------------------------------------------------
+
+    @invariant()
+    def agrees_with_the_model(self) -> None:
+        self.run(self._compare())
+
+    async def _compare(self) -> None:
+        q, k = self.queue, self.queue.keys
+        ids = list(self.jobs)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for name in ("ready", "scheduled", "leases", "dead"):
+                pipe.zrange(getattr(k, name), 0, -1)
+            for key in KEYS:
+                pipe.get(k.idempotency(key))
+            for job_id in ids:
+                pipe.xrange(k.events(job_id))
+            replies = await pipe.execute()
+        names = ("ready", "scheduled", "leases", "dead")
+        sets = {
+            name: {m.decode() for m in members}
+            for name, members in zip(names, replies[:4], strict=True)
+        }
+        bound = {key: v.decode() for key, v in zip(KEYS, replies[4:7], strict=True) if v}
+        streams = dict(zip(ids, replies[7:], strict=True))
+        for job in self.jobs.values():
+            record = await q.get(job.id)
+            assert record is not None, f"{job.id} vanished"
+            got = (record.status.value, record.attempt, record.cancel_requested)
+            assert got == (job.status, job.attempt, job.cancel_requested), (got, job)
+            inside = {name for name, members in sets.items() if job.id in members}
+            assert inside == ({job.where} - {"none"}), (inside, job)
+            terminal = [f[b"type"].decode() for _, f in streams[job.id]]
+            terminal = [t for t in terminal if t in ("completed", "failed", "cancelled")]
+            assert terminal == ([job.status] if job.finished else []), (terminal, job)
+        every = set().union(*sets.values())
+        assert every <= set(self.jobs), every - set(self.jobs)
+        assert bound == self.keys, (bound, self.keys)
+        stats = await q.stats()
+        count = {w: sum(1 for j in self.jobs.values() if j.where == w) for w in sets}
+        assert (stats.waiting, stats.scheduled, stats.active, stats.dead) == (
+            count["ready"], count["scheduled"], count["leases"], count["dead"]
+        )  # fmt: skip
+
+
+def test_queue_state_machine_agrees_with_its_model(redis_url: str) -> None:
+    run_state_machine_as_test(
+        lambda: QueueMachine(redis_url),
+        settings=settings(
+            max_examples=100,
+            stateful_step_count=40,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
