@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from genq import ActiveJob, Queue, TerminalJobError
+from genq import ActiveJob, Queue, RetryJobError, TerminalJobError
 from providers.limits import note_rate_limit
 from providers.litellm_adapter import stream_chat
 from providers.routing import ProviderConfig, Routing, RoutingError, litellm_provider
@@ -129,6 +129,10 @@ class GenerationHandler:
             raise
         finally:
             emitter.abort()
+        if not parts and usage is None:
+            # A 200 that was not an event stream (an HTML error page from a proxy, say):
+            # LiteLLM still reports finish_reason "stop". A real empty answer carries usage.
+            raise RetryJobError("the provider's answer had no content and no usage report")
         return {
             "text": "".join(parts),
             "model": request.model,

@@ -125,14 +125,7 @@ async def generate(queue: Queue, prompt: str = "x") -> tuple[str, Viewer]:
     "reply",
     [
         malformed("garbage", ["Half ", "a "]),
-        pytest.param(
-            malformed("html"),
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="bug (docs/REQUESTS-faults.md, item 4): a 200 that is not an event "
-                "stream completes the job with empty text instead of retrying",
-            ),
-        ),
+        malformed("html"),
         malformed("error_event", ["Half ", "a "]),
     ],
     ids=["not-json", "html-page", "error-object"],
