@@ -356,7 +356,7 @@ async def test_lost_retry_dead_reply_requeues_once(lossy: Lossy) -> None:
     async with lossy.direct.worker(handler, concurrency=1):
         await eventually(lambda: is_finished(lossy.direct, job.id), 10)
         armed = lossy.drop("retry_dead")
-        await lossy.queue.retry_dead(job.id)  # its answer is wrong: see REQUESTS-faults.md
+        await lossy.queue.retry_dead(job.id)  # its answer is wrong: see docs/KNOWN_LIMITS.md
         await lossy.assert_dropped(armed)
         result = await lossy.direct.wait(job.id, timeout=10)
     assert result == {"text": "run 2 "} and runs == [1, 1]  # requeued once, attempts reset
