@@ -50,7 +50,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from gateway.embedded_redis import EmbeddedRedis, die_with_parent
-from genq import Event, JobNotFoundError, Queue
+from genq import Event, JobNotFoundError, Queue, visible_text
 
 MODEL = "demo/fast"
 TERMINAL = ("completed", "failed", "cancelled")
@@ -255,7 +255,7 @@ class Soak:
             if status != "completed":
                 continue
             result = self.queue.result_codec.decode(record["result"])
-            if shown(view) != result["text"]:
+            if visible_text(view) != result["text"]:
                 duplicates.append(job_id)
             words = result["text"].split()
             if len(words) != self.args.tokens or words[:3] != ["Echo:", "soak", str(i)]:
@@ -295,16 +295,6 @@ class Soak:
                 from_expiry.append(max(0.0, at - kill.held[job_id]) / 1000)
                 left.append((kill.held[job_id] - kill.at_ms) / 1000)
         return from_kill, from_expiry, left, unmatched
-
-
-def shown(events: list[Event]) -> str:
-    text = ""
-    for event in events:
-        if event.type == "restarted":
-            text = ""
-        elif event.type == "chunk":
-            text += event.data
-    return text
 
 
 def pct(values: list[float], q: float) -> float:

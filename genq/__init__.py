@@ -14,7 +14,7 @@ from .errors import (
     RetryJobError,
     TerminalJobError,
 )
-from .events import Event, decode_entry
+from .events import Event, decode_entry, visible_text
 from .job import Job
 from .keys import Keys
 from .queue import DeadEntry, Enqueued, Queue, QueueStats
@@ -48,4 +48,5 @@ __all__ = [
     "connect",
     "decode_entry",
     "emit_many",
+    "visible_text",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,3 +45,18 @@ def decode_entry(entry_id: bytes | str, fields: dict[Any, Any], result_codec: Co
     raw = values.get("data", "null")
     data = result_codec.decode(raw) if kind == "completed" else json.loads(raw)
     return Event(id=text(entry_id), type=kind, data=data)
+
+
+def visible_text(events: Iterable[Event]) -> str:
+    """The text a viewer shows: chunks appended in order, cleared on ``restarted``.
+
+    Every client of a job's stream needs exactly this; a retried attempt's ``restarted``
+    drops the text of the attempt before it.
+    """
+    shown = ""
+    for event in events:
+        if event.type == "restarted":
+            shown = ""
+        elif event.type == "chunk":
+            shown += event.data
+    return shown

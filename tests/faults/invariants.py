@@ -30,7 +30,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from genq import Event, Queue
+from genq import Event, Queue, visible_text
 from genq.status import TERMINAL_EVENTS
 
 TERMINAL_STATUSES = frozenset(TERMINAL_EVENTS)
@@ -56,17 +56,6 @@ def default_text(result: Any) -> str:
     if isinstance(result, Mapping) and isinstance(result.get("text"), str):
         return result["text"]
     raise AssertionError(f"cannot tell the text of result {result!r}")
-
-
-def shown_text(events: Iterable[Event]) -> str:
-    """What a client shows: chunks appended, cleared on ``restarted``."""
-    text = ""
-    for event in events:
-        if event.type == "restarted":
-            text = ""
-        elif event.type == "chunk":
-            text += event.data
-    return text
 
 
 def segments(events: Sequence[Event]) -> list[list[Event]]:
@@ -233,7 +222,7 @@ def _check_view(
         problems.append(f"job {job_id}: a viewer saw terminal events at {terminal} of {len(view)}")
     if terminal and view[-1].type == "completed" and record["status"] == "completed":
         expected = text_of(queue.result_codec.decode(record["result"]))
-        shown = shown_text(view)
+        shown = visible_text(view)
         if shown != expected:
             problems.append(
                 f"job {job_id}: a viewer shows {shown[:80]!r}... ({len(shown)} chars), the "

@@ -27,8 +27,8 @@ import pytest
 
 from gateway.auth import hash_key
 from gateway.embedded_redis import die_with_parent, free_port
-from genq import ActiveJob, Event, Queue, RetryJobError
-from tests.faults.invariants import check_invariants, shown_text
+from genq import ActiveJob, Event, Queue, RetryJobError, visible_text
+from tests.faults.invariants import check_invariants
 from tests.faults.support import ROOT, Viewer
 
 pytestmark = pytest.mark.timeout(45)
@@ -238,7 +238,7 @@ async def test_viewers_dropped_at_once_reconnect_without_gap_or_duplicate(
     assert min(dropped_with) > FIRST_ATTEMPT_CHUNKS  # all were dropped mid-second-attempt
     assert max(dropped_with) < CHUNKS + FIRST_ATTEMPT_CHUNKS + 2
     for viewer in viewers[:JOBS]:
-        assert shown_text(viewer.events) == viewer.events[-1].data["text"]
+        assert visible_text(viewer.events) == viewer.events[-1].data["text"]
     # One pool plus one tail reader (plus the history sampler's), for any number of viewers.
     assert 0 < peak <= POOL + 2, peak
     print(

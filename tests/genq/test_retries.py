@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from genq import JobFailedError, JobStatus, RetryJobError, TerminalJobError
+from genq import JobFailedError, JobStatus, RetryJobError, TerminalJobError, visible_text
 from tests.genq.streams import entry_id
 
 
@@ -157,13 +157,7 @@ async def test_retries_restart_marker_drops_old_output(queue):
         ("chunk", "The capital of France is Paris"),
         ("completed", "Paris"),
     ]
-    text = ""
-    for ev in watched:
-        if ev.type == "restarted":
-            text = ""
-        elif ev.type == "chunk":
-            text += ev.data
-    assert text == "The capital of France is Paris"
+    assert visible_text(watched) == "The capital of France is Paris"
 
 
 async def test_retries_no_restart_marker_when_first_attempt_wrote_nothing(queue):

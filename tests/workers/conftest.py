@@ -79,14 +79,3 @@ async def events_of(queue: Queue, job_id: str, timeout: float = 20.0) -> list[Ev
         return [event async for event in queue.watch(job_id)]
 
     return await asyncio.wait_for(read(), timeout)
-
-
-def final_text(events: list[Event]) -> str:
-    """What a watcher shows: chunks since the last ``restarted``."""
-    text = ""
-    for event in events:
-        if event.type == "restarted":
-            text = ""
-        elif event.type == "chunk":
-            text += event.data
-    return text

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from genq import JobCancelledError, JobFailedError
+from genq import JobCancelledError, JobFailedError, visible_text
 from providers.demo import DemoScript
 from providers.limits import RATE_LIMITED_COUNTER
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.workers.conftest import events_of, final_text
+from tests.workers.conftest import events_of
 
 OPENAI = "openai/gpt-4o-mini"
 
@@ -49,7 +49,7 @@ async def test_concurrent_generations_share_round_trips(start_workers) -> None:
     for job_id, i in jobs.items():
         events = await events_of(queue, job_id)
         expected = DemoScript.from_request("demo/fast", user(f"job {i}"), params).text
-        assert final_text(events) == expected == events[-1].data["text"]
+        assert visible_text(events) == expected == events[-1].data["text"]
     stats = workers.stats
     assert stats.writes == 8 * 40
     assert stats.chunks < stats.writes / 2  # a job's deltas were merged ...
@@ -64,7 +64,7 @@ async def test_openai_generation_through_litellm(start_workers, fake_openai: Fak
     result = await queue.wait(job.id, timeout=20)
     assert result["text"] == "The answer is 42."
     assert result["finish_reason"] == "stop"
-    assert final_text(await events_of(queue, job.id)) == "The answer is 42."
+    assert visible_text(await events_of(queue, job.id)) == "The answer is 42."
     request = fake_openai.requests[0]
     assert request.headers["authorization"] == "Bearer sk-test-worker-0123456789"
     assert request.body["messages"] == user("question")
@@ -153,7 +153,7 @@ async def test_mid_stream_drop_restarts_and_shows_the_text_once(start_workers, f
     types = [e.type for e in events]
     assert types.count("restarted") == 1
     assert types[-1] == "completed"
-    assert final_text(events) == "Hello world" == events[-1].data["text"]
+    assert visible_text(events) == "Hello world" == events[-1].data["text"]
     after_restart = events[types.index("restarted") :]
     assert "".join(e.data for e in after_restart if e.type == "chunk") == "Hello world"
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from genq import Queue
+from genq import Queue, visible_text
 from providers.demo import DemoScript
 from tests.faults.invariants import check_invariants
-from tests.workers.conftest import events_of, final_text
+from tests.workers.conftest import events_of
 from tests.workers.processes import WorkerChild
 
 pytestmark = pytest.mark.timeout(60)
@@ -82,7 +82,7 @@ async def test_killed_worker_generation_finishes_on_another_process(
     events = await events_of(demo_queue, job.id, timeout=30)
     assert [e.type for e in events].count("restarted") == 1
     assert events[-1].type == "completed"
-    assert final_text(events) == script(payload) == events[-1].data["text"]
+    assert visible_text(events) == script(payload) == events[-1].data["text"]
     assert (await demo_queue.get(job.id)).attempt == 2
     await check_invariants(demo_queue, [job.id], views={job.id: [events]})
 
@@ -114,6 +114,6 @@ async def test_sigterm_drains_then_hands_back_what_is_left(
     queue = workers.queues["demo"]
     events = await events_of(queue, long.id, timeout=30)
     assert [e.type for e in events].count("restarted") == 1
-    assert final_text(events) == script(long_payload)
+    assert visible_text(events) == script(long_payload)
     assert (await queue.wait(late.id, timeout=10))["text"].startswith("Echo: late")
     await check_invariants(queue, [short.id, long.id, late.id], views={long.id: [events]})

@@ -10,8 +10,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.embedded_redis import EmbeddedRedis
-from genq import Queue
-from tests.workers.conftest import events_of, final_text
+from genq import Queue, visible_text
+from tests.workers.conftest import events_of
 from workers.run import WorkerProcess, connect
 
 pytestmark = pytest.mark.timeout(60)
@@ -57,7 +57,7 @@ async def test_worker_survives_a_redis_restart_mid_generation(
             events = await events_of(queue, job.id, timeout=30)
             terminal = [e.type for e in events if e.type in ("completed", "failed", "cancelled")]
             assert terminal == ["completed"]  # settled exactly once
-            assert final_text(events) == events[-1].data["text"]
+            assert visible_text(events) == events[-1].data["text"]
             assert len(events[-1].data["text"].split()) == 100
             assert (await queue.get(job.id)).attempt <= 2
 
