@@ -7,10 +7,6 @@ started, every test here fails and says why.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +16,8 @@ from redis.asyncio.cluster import RedisCluster
 
 from genq.connection import connect
 from tests.cluster.local_cluster import LocalCluster
-from tests.cluster.support import Spawn, Watcher, WorkerProcess, running_cluster
+from tests.cluster.support import running_cluster
+from tests.processes import Spawn, Watcher, WorkerProcess, watcher_list, worker_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,43 +45,18 @@ async def client(cluster_url: str) -> AsyncIterator[RedisCluster]:
 
 @pytest.fixture
 async def watchers() -> AsyncIterator[list[Watcher]]:
-    made: list[Watcher] = []
-    yield made
-    for watcher in made:
-        watcher.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher.task
+    async with watcher_list() as made:
+        yield made
 
 
 @pytest.fixture
 async def spawn(cluster_url: str, tmp_path: Path) -> AsyncIterator[Spawn]:
-    """Starts worker processes; whatever is still alive at the end is killed (by pid)."""
-    started: list[WorkerProcess] = []
+    """``spawn(name, prefix, **options)``: a worker process on the cluster, killed at the end."""
+    async with worker_processes(
+        "tests.cluster.worker_process", ["--url", cluster_url], tmp_path
+    ) as start:
 
-    async def start(name: str, prefix: str, **options: Any) -> WorkerProcess:
-        args = [sys.executable, "-m", "tests.cluster.worker_process", "--name", name]
-        args += ["--url", cluster_url, "--prefix", prefix]
-        for key, value in options.items():
-            args += [f"--{key.replace('_', '-')}", str(value)]
-        stderr = tmp_path / f"{name}.stderr"
-        with stderr.open("wb") as err:
-            proc = await asyncio.create_subprocess_exec(
-                *args,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=err,
-                cwd=ROOT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        worker = WorkerProcess(proc, name, stderr)
-        started.append(worker)
-        await worker.expect("ready")
-        return worker
+        async def start_on(name: str, prefix: str, **options: Any) -> WorkerProcess:
+            return await start(name, prefix=prefix, **options)
 
-    try:
-        yield start
-    finally:
-        for worker in started:
-            if worker.proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    worker.proc.kill()
-            await worker.proc.wait()
+        yield start_on

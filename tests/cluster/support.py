@@ -3,12 +3,9 @@ hold, watchers and worker processes."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import json
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -55,7 +52,6 @@ def prefix_on(cluster: LocalCluster, node: int, base: str) -> str:
 # -- queues and what the nodes hold ------------------------------------------------------------
 
 
-WAIT = 15.0
 """Upper bound for one awaited step (a lease expiry plus a process start)."""
 
 
@@ -82,23 +78,6 @@ async def collect(queue: Queue, job_id: str, after: str | None = None) -> list[E
     return [event async for event in queue.watch(job_id, after=after)]
 
 
-class Watcher:
-    """Follows a job's stream from its first event, as a page opened before the job ran."""
-
-    def __init__(self, queue: Queue, job_id: str) -> None:
-        self.events: list[Event] = []
-        self.task = asyncio.create_task(self._follow(queue, job_id))
-
-    async def _follow(self, queue: Queue, job_id: str) -> None:
-        async for event in queue.watch(job_id):
-            self.events.append(event)
-
-    async def finished(self, timeout: float = WAIT) -> list[Event]:
-        async with asyncio.timeout(timeout):
-            await self.task
-        return self.events
-
-
 async def subscribers(cluster: LocalCluster, channel: str) -> int:
     count = 0
     for index in range(len(cluster.nodes)):
@@ -117,55 +96,3 @@ async def cluster_state(node: Node) -> str:
     finally:
         await direct.aclose()
     return info.split("cluster_state:")[1].split()[0]
-
-
-# -- worker processes ------------------------------------------------------------------------------
-
-
-class WorkerProcess:
-    """One ``worker_process.py`` child: its stdout markers, its signals, its exit."""
-
-    def __init__(self, proc: asyncio.subprocess.Process, name: str, stderr: Path) -> None:
-        self.proc = proc
-        self.name = name
-        self.stderr = stderr
-        self.markers: list[dict[str, Any]] = []
-
-    def saw(self, ev: str, **match: Any) -> list[dict[str, Any]]:
-        return [m for m in self.markers if m["ev"] == ev and _matches(m, match)]
-
-    async def expect(self, ev: str, timeout: float = WAIT, **match: Any) -> dict[str, Any]:
-        for seen in self.saw(ev, **match):
-            return seen
-        assert self.proc.stdout is not None
-        try:
-            async with asyncio.timeout(timeout):
-                while line := await self.proc.stdout.readline():
-                    marker = json.loads(line)
-                    self.markers.append(marker)
-                    if marker["ev"] == ev and _matches(marker, match):
-                        return marker
-            raise AssertionError("exited")
-        except (AssertionError, TimeoutError) as exc:
-            raise AssertionError(
-                f"{self.name}: no {ev} {match} within {timeout}s; markers {self.markers}; "
-                f"stderr: {self.stderr.read_text()[-2000:]}"
-            ) from exc
-
-    async def exit_code(self, timeout: float = WAIT) -> int:
-        assert self.proc.stdout is not None
-        async with asyncio.timeout(timeout):
-            async for line in self.proc.stdout:
-                self.markers.append(json.loads(line))
-            return await self.proc.wait()
-
-
-def _matches(marker: dict[str, Any], match: dict[str, Any]) -> bool:
-    return all(marker.get(k) == v for k, v in match.items())
-
-
-Spawn = Callable[..., Awaitable[WorkerProcess]]
-
-
-def chunks(name: str, count: int) -> list[str]:
-    return [f"{name}:tok{n} " for n in range(1, count + 1)]

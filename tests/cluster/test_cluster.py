@@ -27,8 +27,6 @@ from genq import (
 from genq.connection import connect
 from tests.cluster.local_cluster import LocalCluster
 from tests.cluster.support import (
-    WAIT,
-    Watcher,
     collect,
     keys_on_node,
     make_queue,
@@ -37,6 +35,7 @@ from tests.cluster.support import (
     slot_of,
     subscribers,
 )
+from tests.processes import WAIT, Watcher
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,16 +16,13 @@ from genq import ActiveJob, JobStatus
 from genq.connection import connect
 from tests.cluster.local_cluster import LocalCluster
 from tests.cluster.support import (
-    WAIT,
-    Spawn,
-    Watcher,
-    chunks,
     cluster_state,
     collect,
     make_queue,
     prefix_on,
     running_cluster,
 )
+from tests.processes import WAIT, Spawn, Watcher, chunks
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -11,12 +11,8 @@ for the markers the processes print, never for a guessed amount of time. The tes
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import os
 import signal
-import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,140 +20,25 @@ import pytest
 
 from genq import Event, JobFailedError, JobStatus, Queue
 from tests.faults.invariants import check_invariants, result_writer, tag
+from tests.processes import WAIT, Spawn, Watcher, chunks, watcher_list, worker_processes
 
 pytestmark = pytest.mark.timeout(30)
 
 MODULE = "tests.genq.worker_process"  # run with -m: a script in a dir named genq shadows genq
-ROOT = Path(__file__).resolve().parents[2]
 LEASE = 2.0
-WAIT = 15.0  # upper bound for any single awaited marker (a lease expiry plus a process start)
-
-
-class WorkerProcess:
-    """One ``worker_process.py`` child: its stdout markers, its signals, its exit."""
-
-    def __init__(self, proc: asyncio.subprocess.Process, name: str, stderr: Path) -> None:
-        self.proc = proc
-        self.name = name
-        self.stderr = stderr
-        self.markers: list[dict[str, Any]] = []
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def saw(self, ev: str, **match: Any) -> list[dict[str, Any]]:
-        return [m for m in self.markers if m["ev"] == ev and _matches(m, match)]
-
-    async def expect(self, ev: str, timeout: float = WAIT, **match: Any) -> dict[str, Any]:
-        """Reads markers until one of type ``ev`` with the given fields arrives."""
-        for seen in self.saw(ev, **match):
-            return seen
-        assert self.proc.stdout is not None
-        try:
-            async with asyncio.timeout(timeout):
-                while True:
-                    line = await self.proc.stdout.readline()
-                    if not line:
-                        raise AssertionError(f"{self.name} exited before {ev} {match}")
-                    marker = json.loads(line)
-                    self.markers.append(marker)
-                    if marker["ev"] == ev and _matches(marker, match):
-                        return marker
-        except (AssertionError, TimeoutError) as exc:
-            raise AssertionError(
-                f"{self.name}: no {ev} {match} within {timeout}s; markers {self.markers}; "
-                f"stderr: {self.stderr.read_text()[-2000:]}"
-            ) from exc
-
-    async def drain(self) -> None:
-        """Reads the remaining markers up to the process's exit."""
-        assert self.proc.stdout is not None
-        async for line in self.proc.stdout:
-            self.markers.append(json.loads(line))
-
-    async def exit_code(self, timeout: float = WAIT) -> int:
-        async with asyncio.timeout(timeout):
-            await self.drain()
-            return await self.proc.wait()
-
-    def signal(self, sig: int) -> None:
-        os.kill(self.pid, sig)
-
-
-def _matches(marker: dict[str, Any], match: dict[str, Any]) -> bool:
-    return all(marker.get(k) == v for k, v in match.items())
-
-
-Spawn = Callable[..., Awaitable[WorkerProcess]]
 
 
 @pytest.fixture
 async def spawn(redis_url: str, prefix: str, tmp_path: Path) -> AsyncIterator[Spawn]:
-    """Starts worker processes; whatever is still alive at the end is killed (by pid)."""
-    started: list[WorkerProcess] = []
-
-    async def start(name: str, **options: Any) -> WorkerProcess:
-        args = [sys.executable, "-m", MODULE, "--name", name]
-        args += ["--redis-url", redis_url, "--prefix", prefix]
-        for key, value in {"lease": LEASE, **options}.items():
-            args += [f"--{key.replace('_', '-')}", str(value)]
-        stderr = tmp_path / f"{name}.stderr"
-        with stderr.open("wb") as err:
-            proc = await asyncio.create_subprocess_exec(
-                *args,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=err,
-                cwd=ROOT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        worker = WorkerProcess(proc, name, stderr)
-        started.append(worker)
-        await worker.expect("ready")
-        return worker
-
-    try:
+    args = ["--redis-url", redis_url, "--prefix", prefix, "--lease", str(LEASE)]
+    async with worker_processes(MODULE, args, tmp_path) as start:
         yield start
-    finally:
-        for worker in started:
-            if worker.proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    worker.proc.kill()  # also ends a SIGSTOPped process
-            await worker.proc.wait()
-
-
-class Watcher:
-    """Follows a job's stream from its first event, as a page opened before the job ran."""
-
-    def __init__(self, queue: Queue, job_id: str) -> None:
-        self.events: list[Event] = []
-        self.task = asyncio.create_task(self._follow(queue, job_id))
-
-    async def _follow(self, queue: Queue, job_id: str) -> None:
-        async for event in queue.watch(job_id):
-            self.events.append(event)
-
-    async def finished(self, timeout: float = WAIT) -> list[Event]:
-        async with asyncio.timeout(timeout):
-            await self.task
-        return self.events
-
-    def cancel(self) -> None:
-        self.task.cancel()
 
 
 @pytest.fixture
 async def watchers() -> AsyncIterator[list[Watcher]]:
-    made: list[Watcher] = []
-    yield made
-    for watcher in made:
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher.task
-
-
-def chunks(name: str, count: int) -> list[str]:
-    return [f"{name}:tok{n} " for n in range(1, count + 1)]
+    async with watcher_list() as made:
+        yield made
 
 
 def split_at_restart(events: list[Event]) -> tuple[list[Event], list[Event]]:
