@@ -22,9 +22,11 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import httpx
+from anyio.from_thread import start_blocking_portal
 
 TERMINAL_TYPES = frozenset({"completed", "failed", "cancelled"})
 WAIT_SLICE = 30.0
@@ -287,7 +289,8 @@ def _gather(gathered: list[str], event: Event) -> list[str]:
 
 
 class Client:
-    """The blocking twin of :class:`AsyncClient`."""
+    """The blocking twin of :class:`AsyncClient`: the same client, run on an event loop in a
+    background thread (anyio's blocking portal), so both behave exactly alike."""
 
     def __init__(
         self,
@@ -296,15 +299,13 @@ class Client:
         *,
         timeout: float = 30.0,
         max_reconnects: int = 20,
-        transport: httpx.BaseTransport | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._http = httpx.Client(
-            base_url=base_url,
-            headers={"Authorization": f"Bearer {api_key}"},
-            timeout=timeout,
-            transport=transport,
+        self._portal_cm = start_blocking_portal()
+        self._portal = self._portal_cm.__enter__()
+        self._async = AsyncClient(
+            base_url, api_key, timeout=timeout, max_reconnects=max_reconnects, transport=transport
         )
-        self.max_reconnects = max_reconnects
 
     def __enter__(self) -> Client:
         return self
@@ -313,104 +314,34 @@ class Client:
         self.close()
 
     def close(self) -> None:
-        self._http.close()
+        try:
+            self._portal.call(self._async.aclose)
+        finally:
+            self._portal_cm.__exit__(None, None, None)
 
-    def generate(
-        self,
-        model: str,
-        prompt: str | None = None,
-        *,
-        messages: list[dict[str, str]] | None = None,
-        params: dict[str, Any] | None = None,
-        priority: int | None = None,
-        delay_ms: int | None = None,
-        metadata: dict[str, Any] | None = None,
-        idempotency_key: str | None = None,
-    ) -> Created:
-        body = _generate_body(
-            model,
-            prompt,
-            messages,
-            params=params,
-            priority=priority,
-            delay_ms=delay_ms,
-            metadata=metadata,
-        )
-        headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
-        for attempt in range(GENERATE_ATTEMPTS):
-            try:
-                response = self._http.post("/v1/generations", json=body, headers=headers)
-            except httpx.TransportError:
-                if attempt == GENERATE_ATTEMPTS - 1:
-                    raise
-            else:
-                if response.status_code != 503 or attempt == GENERATE_ATTEMPTS - 1:
-                    _raise_for(response)
-                    return _created(response)
-            time.sleep(0.2 * 2**attempt)
-        raise AssertionError("unreachable")  # pragma: no cover
+    def generate(self, model: str, prompt: str | None = None, **options: Any) -> Created:
+        """See :meth:`AsyncClient.generate`."""
+        return self._portal.call(partial(self._async.generate, model, prompt, **options))
 
     def get(self, job_id: str) -> dict[str, Any]:
-        response = self._http.get(f"/v1/generations/{job_id}")
-        _raise_for(response)
-        return dict(response.json())
+        return self._portal.call(self._async.get, job_id)
 
     def cancel(self, job_id: str) -> dict[str, Any]:
-        response = self._http.post(f"/v1/generations/{job_id}/cancel")
-        _raise_for(response)
-        return dict(response.json())
+        return self._portal.call(self._async.cancel, job_id)
 
     def wait(self, job_id: str, timeout: float | None = None) -> dict[str, Any]:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = WAIT_SLICE if deadline is None else max(0.0, deadline - time.monotonic())
-            slice_ = min(WAIT_SLICE, left)
-            response = self._http.get(
-                f"/v1/generations/{job_id}/result",
-                params={"timeout": slice_},
-                timeout=slice_ + 10,
-            )
-            _raise_for(response)
-            if response.status_code == 200:
-                return dict(response.json())
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"generation {job_id} not finished after {timeout}s")
+        return self._portal.call(self._async.wait, job_id, timeout)
 
     def stream(self, job_id: str, after: str | None = None) -> Iterator[Event]:
-        cursor, failures, parser = after, 0, _SSEParser()
-        while True:
-            try:
-                with self._http.stream(
-                    "GET",
-                    f"/v1/generations/{job_id}/events",
-                    headers=_stream_headers(cursor),
-                    timeout=httpx.Timeout(10, read=60),
-                ) as response:
-                    if response.status_code == 204:
-                        return
-                    if _fatal(response.status_code):
-                        response.read()
-                        _raise_for(response)
-                    if response.is_success:
-                        for line in response.iter_lines():
-                            event = parser.feed(line)
-                            if event is None:
-                                continue
-                            cursor, failures = event.id or cursor, 0
-                            yield event
-                            if event.terminal:
-                                return
-            except httpx.TransportError:
-                pass
-            failures += 1
-            if failures > self.max_reconnects:
-                raise ConnectionError(f"gave up streaming {job_id} after {failures} attempts")
-            time.sleep(_backoff(parser.retry, failures - 1))
+        events = self._async.stream(job_id, after)
+        try:
+            while True:
+                try:
+                    yield self._portal.call(events.__anext__)
+                except StopAsyncIteration:
+                    return
+        finally:
+            self._portal.call(events.aclose)  # type: ignore[attr-defined]
 
     def text(self, job_id: str) -> str:
-        gathered: list[str] = []
-        for event in self.stream(job_id):
-            gathered = _gather(gathered, event)
-            if event.type == "completed" and isinstance(event.data, dict) and "text" in event.data:
-                return str(event.data["text"])
-        return "".join(gathered)
+        return self._portal.call(self._async.text, job_id)
