@@ -15,7 +15,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.embedded_redis import die_with_parent
 from genq import ActiveJob, Event, JobNotFoundError, Queue
-from tests.genq.test_worker_processes import WorkerProcess
+from tests.processes import WorkerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER_MODULE = "tests.genq.worker_process"
