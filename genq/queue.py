@@ -246,6 +246,7 @@ class Queue:
                     pipe.hget(self.keys.job(job_id), "status")
                     pipe.xrevrange(self.keys.events(job_id), count=1)
                     status, last = await pipe.execute()
+                raise_if_cancelled()  # the timeout's cancel must not be lost in redis-py
                 if status is None:
                     raise JobNotFoundError(job_id)
                 if JobStatus(text(status)) in TERMINAL:

@@ -388,8 +388,12 @@ class Worker:
             try:
                 pubsub = await open_pubsub(self.queue.redis)
                 await pubsub.subscribe(self.queue.keys.cancels)
-                async for message in pubsub.listen():
-                    if message.get("type") != "message":
+                while not self._stopping:
+                    # Polled, not listen(): a stop must end this loop even when redis-py
+                    # swallows the cancel of the read in flight.
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    raise_if_cancelled()
+                    if message is None or message.get("type") != "message":
                         continue
                     job_id = text(message["data"])
                     for slot in self._slots.values():
