@@ -7,7 +7,6 @@ well-known keys, one for a ``dev`` tenant and one with the admin role.
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
-from providers.routing import RoutingSettings
+from providers.routing import RoutingSettings, split_list
 
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 KEY_HASH_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -43,16 +42,6 @@ def gateway_key(namespace: str, name: str) -> str:
 
     Queue keys start with ``{``, so these never collide with a provider's queue."""
     return f"{namespace}:gateway:{name}"
-
-
-def _split_list(value: Any) -> Any:
-    """Accepts a JSON list or a comma-separated string."""
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("["):
-            return json.loads(text)
-        return [item.strip() for item in text.split(",") if item.strip()]
-    return value
 
 
 class Settings(RoutingSettings):
@@ -117,7 +106,7 @@ class Settings(RoutingSettings):
     @field_validator("cors_origins", mode="before")
     @classmethod
     def _lists(cls, value: Any) -> Any:
-        return _split_list(value)
+        return split_list(value)
 
     @field_validator("api_keys", mode="before")
     @classmethod

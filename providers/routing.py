@@ -180,6 +180,7 @@ def _matches(model: str, stem: str) -> bool:
 
 
 def split_list(value: Any) -> Any:
+    """A setting given as a JSON list or as a comma-separated string."""
     if isinstance(value, str):
         text = value.strip()
         if text.startswith("["):
