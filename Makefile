@@ -4,12 +4,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install dev test test-core check format bench soak browser clean
+.PHONY: install dev test test-core check format bench soak browser node-deps clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(BIN)/pip install -q -e '.[all,dev,bench]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -19,7 +19,7 @@ dev: install
 	$(BIN)/genq dev
 
 ## The whole suite, against a throwaway server (or GENQ_TEST_REDIS_URL).
-test: install browser
+test: install browser node-deps
 	$(BIN)/pytest
 
 ## The queue core alone.
@@ -29,10 +29,16 @@ test-core: install
 browser:
 	bash .ci/install-browser
 
+## The official openai npm package, pinned by tests/node/package-lock.json (Node 20+).
+node-deps:
+	npm ci --prefix tests/node --no-audit --no-fund
+
+## Lint, types (mypy strict on every package) and the floors (import-linter contracts).
 check: install
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: install
 	$(BIN)/ruff format .

@@ -51,9 +51,9 @@ import httpx
 import redis.asyncio as aioredis
 
 from gateway.auth import hash_key
-from gateway.embedded_redis import EmbeddedRedis, free_port
 from gateway.tail import Entry
 from genq import ActiveJob, Keys, Queue
+from genq_cli.embedded_redis import EmbeddedRedis, free_port
 
 API_KEY = "bench-fanout-key"
 SECRET = "bench-fanout-secret-0123456789"

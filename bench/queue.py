@@ -55,8 +55,8 @@ import redis.asyncio as aioredis
 
 sys.path.insert(0, str(HERE.parent))
 
-from gateway.embedded_redis import EmbeddedRedis
 from genq import ActiveJob, Queue
+from genq_cli.embedded_redis import EmbeddedRedis
 
 PAYLOAD = {"prompt": "Write a haiku about queues.", "model": "demo"}
 TOKEN = "tok "

@@ -49,8 +49,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from gateway.embedded_redis import EmbeddedRedis, die_with_parent
 from genq import Event, JobNotFoundError, Queue, visible_text
+from genq_cli.embedded_redis import EmbeddedRedis, die_with_parent
 
 MODEL = "demo/fast"
 TERMINAL = ("completed", "failed", "cancelled")

@@ -49,8 +49,8 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 
-from gateway.embedded_redis import EmbeddedRedis
 from genq import Queue
+from genq_cli.embedded_redis import EmbeddedRedis
 from providers.litellm_adapter import Delta
 from workers import handler as handler_module
 from workers.run import WorkerProcess, freeze_heap

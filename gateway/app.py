@@ -15,8 +15,10 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from .deps import Gateway
 from .errors import install_error_handlers
-from .middleware import BodyLimit, redact_access_logs
+from .middleware import BodyLimit, CatchAll, SecurityHeaders, redact_access_logs
+from .openai import chat, models, responses
 from .routes import events, generations, health, queues
+from .routes.docs import mount_docs
 from .routes.web import mount_web
 from .settings import Settings
 
@@ -65,13 +67,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         description=API_DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's pages load their scripts from a CDN: see routes/docs.py
+        redoc_url=None,
     )
     install_error_handlers(app)
     app.include_router(generations.router)
     app.include_router(events.router)
     app.include_router(queues.router)
     app.include_router(health.router)
+    app.include_router(models.router)
+    app.include_router(responses.router)
+    app.include_router(chat.router)
     mount_web(app, settings.resolved_web_dir())
+    if settings.docs:
+        mount_docs(app)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(
@@ -82,5 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             expose_headers=["Retry-After", "Location"],
             max_age=600,
         )
+    app.add_middleware(SecurityHeaders)
+    app.add_middleware(CatchAll)  # outermost: also catches what the middleware above raise
     redact_access_logs()
     return app

@@ -1,7 +1,7 @@
 """The operations audit log: who retried or purged which dead generations, and when.
 
-A Redis stream under a gateway-owned key, trimmed to about ``MAX_ENTRIES``; the entry id gives
-the time (Redis clock).
+A Redis stream under a gateway-owned key (``genq_contract.keys.GatewayKeys.audit``), trimmed
+to about ``MAX_ENTRIES``; the entry id gives the time (Redis clock).
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+
+from genq.events import text
 
 MAX_ENTRIES = 1000
 MAX_IDS = 100
@@ -46,16 +48,12 @@ class Audit:
 
 
 def _entry(entry_id: Any, raw: dict[Any, Any]) -> AuditEntry:
-    f = {_text(k): _text(v) for k, v in raw.items()}
+    f = {text(k): text(v) for k, v in raw.items()}
     return AuditEntry(
-        at=int(_text(entry_id).split("-")[0]) / 1000,
+        at=int(text(entry_id).split("-")[0]) / 1000,
         actor=f.get("actor", ""),
         action=f.get("action", ""),
         queue=f.get("queue", ""),
         count=int(f.get("count", 0)),
         ids=json.loads(f.get("ids", "[]")),
     )
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

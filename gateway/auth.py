@@ -17,16 +17,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from genq.events import text
+from genq_contract.api_keys import KeyGrant, hash_key
+
 from .errors import Unauthorized
-from .settings import KeyGrant
 
 KEY_CACHE_SECONDS = 5.0
 KEY_CACHE_SIZE = 10_000
-
-
-def hash_key(api_key: str) -> str:
-    """Hex SHA-256 of an API key: the only form a key is ever stored in."""
-    return hashlib.sha256(api_key.encode()).hexdigest()
 
 
 def new_api_key() -> str:
@@ -72,7 +69,7 @@ class KeyStore:
 
     async def all(self) -> dict[str, KeyGrant]:
         raw = await self.redis.hgetall(self.key)
-        return {_text(d): KeyGrant.model_validate_json(g) for d, g in raw.items()}
+        return {text(d): KeyGrant.model_validate_json(g) for d, g in raw.items()}
 
 
 class Authenticator:
@@ -125,7 +122,9 @@ class WatchTokens:
     def verify(self, token: str, job_id: str, now: float | None = None) -> str:
         """The tenant the token was issued to; raises :class:`Unauthorized` otherwise."""
         body, _, signature = token.partition(".")
-        if not body or not hmac.compare_digest(signature, self._sign(body)):
+        # Compared as bytes: compare_digest raises TypeError on a str that is not ASCII.
+        expected = self._sign(body).encode()
+        if not body or not hmac.compare_digest(signature.encode(), expected):
             raise Unauthorized("invalid or expired watch token")
         try:
             claims = json.loads(_unb64(body))
@@ -147,7 +146,3 @@ def _b64(data: str | bytes) -> str:
 
 def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -8,13 +8,17 @@ viewers wait on it and take what is new since their last look.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any
 
-from genq.status import TERMINAL_EVENTS
+from genq_contract.events import TERMINAL_EVENTS
 
 Order = tuple[int, int]
 TRIM_AT = 512
+SSE_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+"""The only line breaks of SSE. ``str.splitlines()`` also splits on U+2028, U+2029, U+0085 and
+a few C0 controls, which model output may carry: it would cut a ``data:`` JSON in two."""
 
 
 def order_of(entry_id: str) -> Order:
@@ -37,7 +41,7 @@ class Entry:
         self.type = kind
         self.data = data
         self.terminal = kind in TERMINAL_EVENTS
-        lines = "".join(f"data: {line}\n" for line in data.splitlines() or [""])
+        lines = "".join(f"data: {line}\n" for line in SSE_LINE_BREAK.split(data))
         self.sse = f"id: {entry_id}\nevent: {kind}\n{lines}\n".encode()
 
     @classmethod
@@ -53,6 +57,10 @@ class ViewerLagged(Exception):
     """The viewer fell too far behind the live stream; it should reconnect and resume."""
 
 
+class CursorRefused(Exception):
+    """Redis refused the stream's read cursor: its viewers end, the other streams read on."""
+
+
 class Viewer:
     __slots__ = ("index",)
 
@@ -61,16 +69,22 @@ class Viewer:
 
 
 class Channel:
-    """The entries of one job stream read by the reader and not yet taken by all viewers."""
+    """The entries of one job stream read by the reader and not yet taken by all viewers.
+
+    Until the reader published an entry, ``cursor`` is only the first viewer's cursor, not a
+    position known to exist in the stream (``confirmed`` is False): a viewer that joins with
+    an earlier cursor moves it back (:meth:`rewind`) rather than trusting it."""
 
     def __init__(self, job_id: str, cursor: str) -> None:
         self.job_id = job_id
         self.cursor = cursor
         self.cursor_order = order_of(cursor)
+        self.confirmed = False
         self.entries: list[Entry] = []
         self.base = 0
         self.viewers: set[Viewer] = set()
         self.closed = False
+        self.refused = False
         self.last_activity = time.monotonic()
         self.beats = 0
         self._changed = asyncio.Event()
@@ -79,10 +93,17 @@ class Channel:
     def end(self) -> int:
         return self.base + len(self.entries)
 
+    def rewind(self, cursor: str) -> None:
+        """Reads from the earlier ``cursor`` on; viewers skip what they already saw."""
+        assert not self.confirmed
+        self.cursor = cursor
+        self.cursor_order = order_of(cursor)
+
     def publish(self, entries: list[Entry]) -> None:
         self.entries.extend(entries)
         self.cursor = entries[-1].id
         self.cursor_order = entries[-1].order
+        self.confirmed = True
         self.last_activity = time.monotonic()
         if entries[-1].terminal:
             self.closed = True
@@ -96,6 +117,11 @@ class Channel:
         self.closed = True
         self._notify()
 
+    def refuse(self) -> None:
+        """Ends the viewers with :class:`CursorRefused`."""
+        self.refused = True
+        self.close()
+
     def beat(self) -> None:
         self.beats += 1
         self.last_activity = time.monotonic()
@@ -106,6 +132,8 @@ class Channel:
         changed.set()
 
     def take(self, viewer: Viewer, max_lag: int) -> list[Entry]:
+        if self.refused:
+            raise CursorRefused(self.job_id)
         if self.end - viewer.index > max_lag:
             raise ViewerLagged(self.job_id)
         batch = self.entries[viewer.index - self.base :]

@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from genq import Job, Queue
+from genq_contract.payload import payload_fields
 
 from .audit import Audit
 from .auth import Authenticator, KeyStore, Principal, WatchTokens
@@ -27,6 +28,7 @@ from .metrics import Metrics
 from .queues import Queues
 from .readers import open_shared, reader_links
 from .settings import Settings
+from .slots import TenantSlots
 from .tail import Tail
 
 
@@ -45,6 +47,10 @@ class Gateway:
     metrics: Metrics
     history: History
     audit: Audit
+    streams: TenantSlots
+    """Event streams open per tenant (this process)."""
+    waits: TenantSlots
+    """Result waits open per tenant (this process)."""
 
     @classmethod
     async def open(cls, settings: Settings) -> Gateway:
@@ -53,9 +59,10 @@ class Gateway:
             redis,
             settings.routing(),
             result_ttl=settings.result_ttl,
+            dead_ttl=settings.dead_ttl,
             max_attempts=settings.max_attempts,
         )
-        keystore = KeyStore(redis, settings.key("apikeys"))
+        keystore = KeyStore(redis, settings.keys.api_keys)
         secret = settings.secret.get_secret_value() if settings.secret else ""
         tails = {
             name: Tail(
@@ -84,7 +91,9 @@ class Gateway:
             limiter=Limiter(redis, settings, queues),
             metrics=Metrics(),
             history=history,
-            audit=Audit(redis, settings.key("audit")),
+            audit=Audit(redis, settings.keys.audit),
+            streams=TenantSlots("event streams", settings.max_streams_for),
+            waits=TenantSlots("result waits", settings.max_waits_for),
         )
 
     async def close(self) -> None:
@@ -167,4 +176,4 @@ async def load_owned_job(gateway: Gateway, job_id: str, tenant: str) -> OwnedJob
 
 
 def tenant_of(job: Job) -> Any:
-    return job.payload.get("tenant") if isinstance(job.payload, dict) else None
+    return payload_fields(job.payload).get("tenant")

@@ -5,13 +5,19 @@
     ├── Unauthorized        401  missing or invalid API key or watch token
     ├── Forbidden           403  the key lacks the admin role
     ├── NotFound            404  unknown job, or another tenant's
+    ├── Conflict            409  another request with the same Idempotency-Key is under way
     ├── PayloadTooLarge     413  request body over the limit
     ├── Unprocessable       422  model not allowed, Idempotency-Key reused with another body
     ├── RateLimited         429  enqueue rate or jobs in flight over the tenant's limit
     └── Unavailable         503  Redis unreachable, or full (maxmemory)
 
 genq's errors and Redis connection failures are mapped here too; nothing reaches the client as
-a bare 500 with a traceback.
+a bare 500 with a traceback. Text that cannot be stored (JSON may escape a lone surrogate,
+``"\ud800"``, which has no UTF-8 form) is a 422. Anything else is a 500, logged by type and
+stack frames only: an exception's message can quote request data (a prompt), so it is never
+logged. The last resort is :class:`gateway.middleware.CatchAll`, not an ``Exception`` handler:
+Starlette re-raises after such a handler, and uvicorn then logs the message and drops the
+connection.
 """
 
 from __future__ import annotations
@@ -57,6 +63,10 @@ class Forbidden(GatewayError):
 
 class NotFound(GatewayError):
     status = 404
+
+
+class Conflict(GatewayError):
+    status = 409
 
 
 class PayloadTooLarge(GatewayError):
@@ -110,6 +120,9 @@ def error_response(exc: Exception) -> JSONResponse:
             503,
             headers={"Retry-After": "5"},
         )
+    if isinstance(exc, UnicodeEncodeError):
+        detail = "text must be valid Unicode: lone surrogates (\\ud800-\\udfff) are refused"
+        return JSONResponse({"detail": detail}, 422)
     if isinstance(exc, GenqError):
         log.error("queue error: %s", type(exc).__name__)
     else:
@@ -132,6 +145,6 @@ def install_error_handlers(app: FastAPI) -> None:
         RedisTimeoutError,
         OutOfMemoryError,
         ConnectionError,
-        Exception,
+        UnicodeEncodeError,
     ):
         app.add_exception_handler(kind, handle)

@@ -1,7 +1,7 @@
 """Queue history for the operations chart: per half hour, the peak depth and longest wait.
 
 Every gateway process samples its queues every few seconds into two small hashes under each
-queue's hash tag (``queue.keys.extra("history:*")``); a Lua script keeps the maximum per step on
+queue's hash tag (``genq_contract.keys.history_keys``); a Lua script keeps the maximum per step on
 the Redis clock, so samples from several processes agree. Depth is waiting + scheduled.
 """
 
@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
 
 from redis.exceptions import RedisError
 
-from genq import Queue
+from genq import Queue, RedisClient, RedisPipeline
+from genq_contract.keys import history_keys
 
 log = logging.getLogger("gateway.history")
 
@@ -32,16 +33,14 @@ class Bucket:
 
 
 class History:
-    def __init__(self, redis: Any, queues: Any, interval: float = 5.0) -> None:
+    def __init__(
+        self, redis: RedisClient, queues: Iterable[tuple[str, Queue]], interval: float = 5.0
+    ) -> None:
         self.queues = queues
         self.interval = interval
         source = (resources.files("gateway") / "lua" / "history_peak.lua").read_text()
         self._peak = redis.register_script(source)
         self._task: asyncio.Task[None] | None = None
-
-    @staticmethod
-    def keys(queue: Queue) -> list[str]:
-        return [queue.keys.extra("history:depth"), queue.keys.extra("history:wait")]
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._sample_forever(), name="queue history")
@@ -56,7 +55,7 @@ class History:
         for _, queue in self.queues:
             stats = await queue.stats()
             await self._peak(
-                keys=self.keys(queue),
+                keys=list(history_keys(queue.keys)),
                 args=[STEP, STEPS, stats.waiting + stats.scheduled, round(stats.oldest_wait, 3)],
             )
 
@@ -70,14 +69,14 @@ class History:
 
     async def read(self, queue: Queue) -> list[Bucket]:
         """The last ``STEPS`` steps, oldest first, empty ones included."""
-        depth_key, wait_key = self.keys(queue)
-        async with queue.redis.pipeline(transaction=False) as pipe:
-            pipe.hgetall(depth_key)
-            pipe.hgetall(wait_key)
-            pipe.time()
-            depths, waits, (seconds, _) = await pipe.execute()
+
+        def fill(pipe: RedisPipeline) -> None:
+            for key in history_keys(queue.keys):
+                pipe.hgetall(key)
+
+        (depths, waits), now = await queue.read_with_time(fill)
         depth = {int(k): int(float(v)) for k, v in depths.items()}
         wait = {int(k): float(v) for k, v in waits.items()}
-        current = int(seconds) - int(seconds) % STEP
+        current = int(now) - int(now) % STEP
         starts = [current - STEP * i for i in range(STEPS - 1, -1, -1)]
         return [Bucket(s, depth.get(s, 0), wait.get(s)) for s in starts]

@@ -3,24 +3,42 @@
 Both are shared by every gateway process, since they live in Redis. The in-flight set holds the
 tenant's unfinished job ids; it is pruned of finished jobs only when it looks full, so the
 common path costs one round trip.
+
+A replay (an Idempotency-Key already bound to a job) is never charged, even when it races the
+original: the queue binds a key only once its job is enqueued, so 50 simultaneous requests
+with one key would all find it unbound and all pay before 49 learnt they were replays (those
+past the burst refused 429 for a limit the original had paid). :meth:`Limiter.claim` makes
+the acceptance of one key one request at a time: the holder of its claim checks the binding
+and only then charges; the others wait for the claim and find the job bound.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
 
 from genq import TERMINAL
+from genq.events import text
 
-from .errors import NotFound, RateLimited
+from .errors import Conflict, NotFound, RateLimited
 from .queues import Queues
 from .settings import Settings
 
 IN_FLIGHT_KEY_TTL = 86_400
 RESERVATION_GRACE_MS = 60_000
 """A reserved id without a job record is an enqueue still under way, unless it is this old."""
+CLAIM_TTL_MS = 10_000
+"""An Idempotency-Key's claim outlives a gateway that died holding it by at most this long."""
+CLAIM_WAIT = 15.0
+"""Seconds a request waits for another one accepting the same key before a 409."""
+CLAIM_POLL = (0.002, 0.05)
+"""First and longest pause between two tries at a claim (doubling, jittered)."""
 
 
 class Limiter:
@@ -28,13 +46,33 @@ class Limiter:
         self.redis = redis
         self.settings = settings
         self.queues = queues
-        source = (resources.files("gateway") / "lua" / "token_bucket.lua").read_text()
-        self._token_bucket = redis.register_script(source)
+        lua = resources.files("gateway") / "lua"
+        self._token_bucket = redis.register_script((lua / "token_bucket.lua").read_text())
+        self._release_claim = redis.register_script((lua / "release_claim.lua").read_text())
+
+    @asynccontextmanager
+    async def claim(self, scoped_key: str) -> AsyncIterator[None]:
+        """Holds the acceptance of one (tenant-scoped) Idempotency-Key: inside, no other
+        request with this key is being accepted, so a binding checked here stays true until
+        this request enqueues or leaves. Raises :class:`Conflict` after ``CLAIM_WAIT``."""
+        key = self.settings.keys.idempotency_claim(scoped_key)
+        token = uuid.uuid4().hex
+        deadline = time.monotonic() + CLAIM_WAIT
+        pause, longest = CLAIM_POLL
+        while not await self.redis.set(key, token, nx=True, px=CLAIM_TTL_MS):
+            if time.monotonic() > deadline:
+                raise Conflict("another request with this Idempotency-Key is still being accepted")
+            await asyncio.sleep(pause * random.uniform(0.5, 1.0))
+            pause = min(pause * 2, longest)
+        try:
+            yield
+        finally:
+            await asyncio.shield(self._release_claim(keys=[key], args=[token]))
 
     async def take_enqueue_token(self, tenant: str) -> None:
         rate, burst, _ = self.settings.limits_for(tenant)
         allowed, wait_ms = await self._token_bucket(
-            keys=[self.settings.key(f"rate:{tenant}")], args=[rate, burst]
+            keys=[self.settings.keys.rate(tenant)], args=[rate, burst]
         )
         if not int(allowed):
             raise RateLimited(
@@ -45,7 +83,7 @@ class Limiter:
     async def hold_slot(self, tenant: str, job_id: str) -> None:
         """Counts ``job_id`` against the tenant's in-flight cap, or raises RateLimited."""
         _, _, cap = self.settings.limits_for(tenant)
-        key = self.settings.key(f"inflight:{tenant}")
+        key = self.settings.keys.in_flight(tenant)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.zadd(key, {job_id: int(time.time() * 1000)})
             pipe.zcard(key)
@@ -61,14 +99,14 @@ class Limiter:
             )
 
     async def release(self, tenant: str, job_id: str) -> None:
-        await self.redis.zrem(self.settings.key(f"inflight:{tenant}"), job_id)
+        await self.redis.zrem(self.settings.keys.in_flight(tenant), job_id)
 
     async def _prune(self, key: str) -> int:
         members = await self.redis.zrange(key, 0, -1, withscores=True)
         now_ms = time.time() * 1000
-        checks = [self._finished(_text(m), score, now_ms) for m, score in members]
+        checks = [self._finished(text(m), score, now_ms) for m, score in members]
         finished = [
-            _text(m)
+            text(m)
             for (m, _), done in zip(members, await asyncio.gather(*checks), strict=True)
             if done
         ]
@@ -85,7 +123,3 @@ class Limiter:
         if job is None:
             return now_ms - reserved_ms > RESERVATION_GRACE_MS
         return job.status in TERMINAL
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

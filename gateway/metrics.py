@@ -15,8 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-PROVIDER_429_COUNTER = "metrics:provider_429_total"
-"""``queue.keys.extra(...)`` name of the counter workers INCR on each provider 429."""
+from genq_contract.keys import provider_429_counter
 
 
 @dataclass
@@ -91,7 +90,7 @@ async def refresh(metrics: Metrics, queues: Any, tails: dict[str, Any]) -> None:
     snapshot: dict[str, QueueSnapshot] = {}
     for name, queue in queues:
         stats = await queue.stats()
-        raw_429 = await queue.redis.get(queue.keys.extra(PROVIDER_429_COUNTER))
+        raw_429 = await queue.redis.get(provider_429_counter(queue.keys))
         tail = tails.get(name)
         snapshot[name] = QueueSnapshot(
             waiting=stats.waiting,

@@ -1,4 +1,5 @@
-"""ASGI middleware: the request body limit, and access logs that never show a secret."""
+"""ASGI middleware: the last-resort error answer, security headers, the request body limit,
+and access logs that never show a secret."""
 
 from __future__ import annotations
 
@@ -11,19 +12,97 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import BadRequest, PayloadTooLarge, error_response
 
+log = logging.getLogger("gateway.errors")
+
 BODYLESS = frozenset({"GET", "HEAD", "OPTIONS"})
 """Methods whose body no route reads: not wrapped (an SSE stream sends a lot)."""
 
 
-class BodyLimit:
+class _TrackedSend:
+    """``send``, remembering whether the response started: after that, no error answer can
+    replace it."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+
+    async def __call__(self, message: Message) -> None:
+        self.started = self.started or message["type"] == "http.response.start"
+        await self._send(message)
+
+
+class _HttpMiddleware:
+    """Passes anything but HTTP (lifespan) straight through to the app; subclasses handle
+    HTTP requests in :meth:`http`."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        await self.http(scope, receive, send)
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+
+class CatchAll(_HttpMiddleware):
+    """Any exception a route lets escape becomes ``{"detail": "internal error"}`` (500), logged
+    by type and frames only (:func:`gateway.errors.error_response`), and goes no further.
+
+    Starlette's handler for ``Exception`` answers the same but then re-raises, so uvicorn logs
+    the exception's message (it can quote a prompt) and closes the client's connection."""
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        tracked = _TrackedSend(send)
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception as exc:
+            response = error_response(exc)  # logs it
+            if tracked.started:  # too late for an answer: the connection just ends
+                log.warning("response to %s cut short by %s", scope["path"], type(exc).__name__)
+                return
+            await response(scope, receive, send)
+
+
+PAGE_PATHS = frozenset({"/", "/admin"})
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+"""The pages keep API keys in localStorage: only their own scripts may run, nothing may frame
+them, and they talk to their own origin only."""
+
+
+class SecurityHeaders(_HttpMiddleware):
+    """``nosniff`` and ``Referrer-Policy: no-referrer`` on every answer (a job id in a page's
+    address stays on this origin); the Content-Security-Policy on the pages."""
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        extra = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
+        if scope["path"] in PAGE_PATHS:
+            extra.append((b"content-security-policy", PAGE_CSP.encode()))
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+class BodyLimit(_HttpMiddleware):
     """Answers 413 ``{"detail": ...}`` for a body over ``limit`` bytes, declared or streamed."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
+        super().__init__(app)
         self.limit = limit
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in BODYLESS:
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] in BODYLESS:
             await self.app(scope, receive, send)
             return
         declared = dict(scope["headers"]).get(b"content-length")
@@ -46,17 +125,11 @@ class BodyLimit:
                     raise _TooLarge(too_large.detail)
             return message
 
-        started = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+        tracked = _TrackedSend(send)
         try:
-            await self.app(scope, limited_receive, tracking_send)
+            await self.app(scope, limited_receive, tracked)
         except _TooLarge:
-            if started:
+            if tracked.started:
                 raise
             await error_response(too_large)(scope, receive, send)
 

@@ -12,8 +12,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from genq import Queue
-from providers.routing import Routing
+from genq import Queue, RedisClient
+from genq_contract.routing import Routing
 
 from .errors import NotFound
 
@@ -21,7 +21,7 @@ _JOB_ID = re.compile(r"^(?P<provider>[^{}\s/]{1,80})\.(?P<token>[0-9a-f]{32})$")
 
 
 class Queues:
-    def __init__(self, redis: Any, routing: Routing, **queue_options: Any) -> None:
+    def __init__(self, redis: RedisClient, routing: Routing, **queue_options: Any) -> None:
         self.routing = routing
         self._queues = {
             name: Queue(redis, prefix=config.queue_prefix, **queue_options)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from genq import Job, JobStatus
+from genq_contract.payload import payload_fields
 
 from .schemas import Generation
 
@@ -15,7 +14,7 @@ def events_url(job_id: str) -> str:
 
 def to_generation(job: Job, now: float | None = None) -> Generation:
     """``now`` (the Redis clock) fills ``retry_in`` for a scheduled generation."""
-    payload: dict[str, Any] = job.payload if isinstance(job.payload, dict) else {}
+    payload = payload_fields(job.payload)
     tenant = payload.get("tenant")
     result = job.result
     text = finish_reason = usage = None

@@ -12,7 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 MAX_PRIORITY = 9
 MAX_JSON_DEPTH = 8
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,200}$"
-EVENT_ID_PATTERN = r"^(0|\d{1,20}-\d{1,20})$"
 
 
 def _check_json(value: Any, depth: int = 0) -> Any:
@@ -62,7 +61,8 @@ class GenerationRequest(BaseModel):
     @field_validator("params", "metadata")
     @classmethod
     def _plain_json(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return _check_json(value)
+        checked: dict[str, Any] = _check_json(value)
+        return checked
 
     @model_validator(mode="after")
     def _one_input(self) -> GenerationRequest:
@@ -150,10 +150,6 @@ class WatchToken(BaseModel):
     expires_at: int
 
 
-class ModelList(BaseModel):
-    models: list[str]
-
-
 class QueueStatsOut(BaseModel):
     name: str
     waiting: int
@@ -177,6 +173,9 @@ class DeadList(BaseModel):
     queue: str
     total: int
     entries: list[DeadEntryOut]
+    next_cursor: str | None = Field(
+        default=None, description="Pass as ?cursor= for the next page; null after the last one"
+    )
 
 
 class DeadSelection(BaseModel):

@@ -7,26 +7,20 @@ well-known keys, one for a ``dev`` tenant and one with the admin role.
 
 from __future__ import annotations
 
-import re
 import secrets
+from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import NoDecode, SettingsConfigDict
+from pydantic_settings import NoDecode
 
-from providers.routing import RoutingSettings, split_list
+from genq_contract.api_keys import KEY_HASH_PATTERN, KeyGrant, hash_key
+from genq_contract.keys import GatewayKeys
+from genq_contract.routing import split_list
+from genq_contract.settings import CommonSettings
 
-TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-KEY_HASH_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
 MIN_SECRET_LENGTH = 16
-
-
-class KeyGrant(BaseModel):
-    """What an API key grants: the tenant it acts as, and whether it may operate the queues."""
-
-    tenant: str = Field(pattern=TENANT_PATTERN)
-    admin: bool = False
 
 
 class TenantLimits(BaseModel):
@@ -35,25 +29,15 @@ class TenantLimits(BaseModel):
     rate: float | None = Field(default=None, gt=0)
     burst: int | None = Field(default=None, ge=1)
     max_in_flight: int | None = Field(default=None, ge=1)
+    max_streams: int | None = Field(default=None, ge=1)
+    max_waits: int | None = Field(default=None, ge=1)
 
 
-def gateway_key(namespace: str, name: str) -> str:
-    """A gateway-owned Redis key (API keys, rate buckets) under the queue namespace.
+class Settings(CommonSettings):
+    """Inherits the settings every process shares (``GENQ_REDIS_URL``, ``GENQ_MODELS``,
+    ``GENQ_RESULT_TTL``, ...; see :class:`genq_contract.settings.CommonSettings`). In dev mode
+    (``GENQ_DEV``) a generated secret and the well-known dev keys are allowed."""
 
-    Queue keys start with ``{``, so these never collide with a provider's queue."""
-    return f"{namespace}:gateway:{name}"
-
-
-class Settings(RoutingSettings):
-    """Inherits the routing settings (``GENQ_MODELS``, ``GENQ_QUEUE_NAMESPACE``, ...) so the
-    gateway and the workers always agree on which queue a model's jobs go to."""
-
-    model_config = SettingsConfigDict(env_prefix="GENQ_", extra="ignore")
-
-    dev: bool = False
-    """Dev mode: a generated secret and the well-known dev keys are allowed."""
-
-    redis_url: str = "redis://127.0.0.1:6379/0"
     redis_max_connections: int = Field(default=32, ge=2)
     """Size of the shared connection pool; the shared tails hold one more each."""
 
@@ -69,11 +53,7 @@ class Settings(RoutingSettings):
     cors_origins: Annotated[list[str], NoDecode] = []
 
     max_body_bytes: int = Field(default=256 * 1024, ge=1024)
-    max_priority: int = Field(default=9, ge=0, le=1000)
     max_delay_ms: int = Field(default=86_400_000, ge=0)
-    max_attempts: int = Field(default=3, ge=1)
-    result_ttl: float = Field(default=3600.0, gt=0)
-    """Seconds a finished generation stays readable; must match the workers'."""
 
     tenant_rate: float = Field(default=5.0, gt=0)
     """Enqueues per second per tenant (token bucket refill)."""
@@ -87,6 +67,14 @@ class Settings(RoutingSettings):
     sse_ping: float = Field(default=15.0, gt=0)
     max_wait: float = Field(default=60.0, gt=0)
     """Upper bound of ``?timeout=`` on the result route."""
+    tenant_max_streams: int = Field(default=1000, ge=1)
+    """Event streams (SSE) one tenant may hold open at once, per gateway process; 429 beyond."""
+    tenant_max_waits: int = Field(default=200, ge=1)
+    """Result waits one tenant may hold open at once, per gateway process; 429 beyond."""
+    sse_send_timeout: float = Field(default=30.0, gt=0)
+    """A stream whose client does not take a write for this long is closed (a slow reader)."""
+    sse_max_duration: float = Field(default=900.0, gt=0)
+    """A stream ends cleanly after this long; its client resumes with ``Last-Event-ID``."""
 
     tail_block: float = Field(default=5.0, gt=0)
     """Longest blocking XREAD of a shared tail; new streams unblock it at once."""
@@ -102,6 +90,11 @@ class Settings(RoutingSettings):
     """Seconds between samples of the queue depths kept for the operations chart."""
 
     web_dir: Path | None = None
+    """Serve the pages from this directory instead of the installed ones (a page's developer)."""
+    docs: bool = True
+    """Serve ``/docs`` (Swagger UI) and ``/redoc``, with their assets from this gateway."""
+    metrics_public: bool = False
+    """Serve ``/metrics`` without credentials; otherwise it takes an admin key (Bearer)."""
 
     @field_validator("cors_origins", mode="before")
     @classmethod
@@ -135,14 +128,14 @@ class Settings(RoutingSettings):
         """Key hash (hex, without the ``sha256:`` tag) -> grant."""
         grants = {digest.removeprefix("sha256:"): grant for digest, grant in self.api_keys.items()}
         if self.dev:
-            from .auth import hash_key
-
             grants[hash_key(self.dev_key)] = KeyGrant(tenant="dev")
             grants[hash_key(self.dev_admin_key)] = KeyGrant(tenant="dev", admin=True)
         return grants
 
-    def key(self, name: str) -> str:
-        return gateway_key(self.queue_namespace, name)
+    @property
+    def keys(self) -> GatewayKeys:
+        """The gateway's own Redis keys (API keys, rate buckets, audit log)."""
+        return GatewayKeys(self.queue_namespace)
 
     def limits_for(self, tenant: str) -> tuple[float, int, int]:
         """(rate, burst, max_in_flight) for a tenant."""
@@ -153,5 +146,15 @@ class Settings(RoutingSettings):
             custom.max_in_flight or self.tenant_max_in_flight,
         )
 
+    def max_streams_for(self, tenant: str) -> int:
+        """Event streams the tenant may hold open at once (per gateway process)."""
+        return self.tenant_limits.get(tenant, TenantLimits()).max_streams or self.tenant_max_streams
+
+    def max_waits_for(self, tenant: str) -> int:
+        """Result waits the tenant may hold open at once (per gateway process)."""
+        return self.tenant_limits.get(tenant, TenantLimits()).max_waits or self.tenant_max_waits
+
     def resolved_web_dir(self) -> Path:
-        return self.web_dir or Path(__file__).resolve().parent.parent / "web"
+        """``GENQ_WEB_DIR``, else the pages installed with genq (the package ``genq_web``,
+        which is ``web/`` in a checkout)."""
+        return self.web_dir or Path(str(resources.files("genq_web")))

@@ -4,7 +4,8 @@ Idempotency keys are scoped to the tenant (``<tenant>:<key>``) and stored by the
 lifetime is the queue's: bound while the job lives and for ``result_ttl`` after it completed,
 released when it failed or was cancelled. A replay with the same body gets the same job; the
 same key with another body (another model included, which is another provider's queue) is
-refused with 422. A replay is answered before any limit is charged.
+refused with 422. A replay is answered before any limit is charged, even one racing its
+original: the key's acceptance is claimed first (:meth:`gateway.limits.Limiter.claim`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from genq import Job, Queue
-from providers.routing import RoutingError
+from genq.events import text
+from genq_contract.payload import GenerationPayload, payload_fields
+from genq_contract.routing import RoutingError
 
 from .auth import Principal
 from .deps import Gateway, tenant_of
@@ -30,6 +33,15 @@ class Submitted:
 
 
 async def submit(
+    gateway: Gateway, principal: Principal, body: GenerationRequest, idempotency_key: str | None
+) -> Submitted:
+    if not idempotency_key:
+        return await _submit(gateway, principal, body, None)
+    async with gateway.limiter.claim(f"{principal.tenant}:{idempotency_key}"):
+        return await _submit(gateway, principal, body, idempotency_key)
+
+
+async def _submit(
     gateway: Gateway, principal: Principal, body: GenerationRequest, idempotency_key: str | None
 ) -> Submitted:
     settings = gateway.settings
@@ -60,17 +72,17 @@ async def submit(
     except RateLimited:
         gateway.metrics.refused.labels("in_flight").inc()
         raise
-    payload = {
-        "tenant": tenant,
-        "model": body.model,
-        "messages": body.conversation(),
-        "params": body.params,
-        "metadata": body.metadata,
-        "fingerprint": fingerprint,
-    }
+    payload = GenerationPayload(
+        tenant=tenant,
+        model=body.model,
+        messages=body.conversation(),
+        params=body.params,
+        metadata=body.metadata,
+        fingerprint=fingerprint,
+    )
     try:
         enqueued = await queue.enqueue(
-            payload,
+            payload.model_dump(),
             idempotency_key=scoped_key,
             priority=body.priority,
             delay=body.delay_ms / 1000,
@@ -98,7 +110,7 @@ async def _bound_job(gateway: Gateway, scoped_key: str) -> Job | None:
         bound_ids: list[Any] = await pipe.execute()
     for queue, job_id in zip(queues, bound_ids, strict=True):
         if job_id:
-            job = await queue.get(job_id.decode() if isinstance(job_id, bytes) else job_id)
+            job = await queue.get(text(job_id))
             if job is not None:
                 return job
     return None
@@ -107,8 +119,7 @@ async def _bound_job(gateway: Gateway, scoped_key: str) -> Job | None:
 def _replay(
     job: Job, tenant: str, fingerprint: str, gateway: Gateway, queue_name: str
 ) -> Submitted:
-    payload = job.payload if isinstance(job.payload, dict) else {}
-    if tenant_of(job) != tenant or payload.get("fingerprint") != fingerprint:
+    if tenant_of(job) != tenant or payload_fields(job.payload).get("fingerprint") != fingerprint:
         raise Unprocessable("this Idempotency-Key was already used with a different request body")
     gateway.metrics.deduplicated.labels(queue_name).inc()
     return Submitted(job.id, job.status.value, deduplicated=True)

@@ -20,6 +20,12 @@ Waking the reader. A new stream must join the blocking XREAD at once, so the tai
 Ending. A viewer ends after a terminal event; when its job vanished (expired or purged, found
 by a periodic check of quiet streams); or when it fell too far behind (its client reconnects
 and resumes from its last event id). A viewer that goes away simply unsubscribes.
+
+One viewer cannot stall the others. Cursors are validated before they reach the tail, and if
+Redis still refuses the shared XREAD, the tail reads each stream alone to find the one at
+fault and ends only its viewers. A channel's cursor is trusted only once the reader published
+from it: until then a viewer joining with an earlier cursor moves it back, so a cursor past
+the stream's end (``99999999999999-0``) cannot hide new entries from later viewers.
 """
 
 from __future__ import annotations
@@ -28,14 +34,15 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from genq import Keys
+from genq.events import check_cursor
 
-from .channel import Channel, Entry, Viewer, ViewerLagged, as_text, order_of
+from .channel import Channel, CursorRefused, Entry, Viewer, ViewerLagged, as_text, order_of
 
 if TYPE_CHECKING:
     from .readers import ReaderLink
@@ -44,7 +51,7 @@ log = logging.getLogger("gateway.tail")
 
 BACKFILL_PAGE = 500
 
-__all__ = ["Entry", "Tail", "ViewerLagged", "cancel_and_wait", "order_of"]
+__all__ = ["CursorRefused", "Entry", "Tail", "ViewerLagged", "cancel_and_wait", "order_of"]
 
 
 async def cancel_and_wait(task: asyncio.Task[Any], patience: float = 5.0) -> None:
@@ -128,14 +135,16 @@ class Tail:
 
     # -- viewers -------------------------------------------------------------------------------
 
-    async def follow(self, job_id: str, after: str | None = None) -> AsyncIterator[list[Entry]]:
+    async def follow(
+        self, job_id: str, after: str | None = None
+    ) -> AsyncGenerator[list[Entry], None]:
         """Yields batches of the job's entries strictly after ``after``, in order, once each.
 
         An empty batch now and then (every ``heartbeat`` seconds) means "nothing new": time
         for a keepalive. Ends after the terminal entry, or (without one) when the job vanished
         or the tail closed; raises :class:`ViewerLagged` when the viewer fell too far behind.
         """
-        cursor = after or "0-0"
+        cursor = check_cursor(after or "0-0")
         last = order_of(cursor)
         channel = self._channels.get(job_id)
         backfill_to: str | None = None
@@ -144,7 +153,11 @@ class Tail:
             self._channels[job_id] = channel
             self._streams_changed()
         elif channel.cursor_order > last:
-            backfill_to = channel.cursor
+            if channel.confirmed:
+                backfill_to = channel.cursor
+            else:  # an earlier viewer's cursor, maybe past the stream's end: never trust it
+                channel.rewind(cursor)
+                self._streams_changed()
         viewer = Viewer(channel.end)
         channel.viewers.add(viewer)
         self.viewers += 1
@@ -268,20 +281,52 @@ class Tail:
                 reply = await self._reader.xread(
                     streams, count=self._batch, block=None if busy else self._block_ms
                 )
+            except ResponseError:
+                # Redis refused the command, not the connection: find the stream at fault
+                # and drop it alone, or the whole queue's viewers would stall behind it.
+                if not await self._drop_refused(streams, snapshot):
+                    raise
+                continue
             finally:
                 self._reading = False
             self.reads += 1
             busy = bool(reply)
             if reply:
-                self._deliver(snapshot, reply)
+                self._deliver(snapshot, streams, reply)
 
-    def _deliver(self, snapshot: dict[str, Channel], reply: Any) -> None:
+    async def _drop_refused(self, streams: dict[str, str], snapshot: dict[str, Channel]) -> int:
+        """Reads each stream of a refused XREAD on its own (not blocking) and ends the viewers
+        of those Redis refuses too. Returns how many streams were dropped."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key, cursor in streams.items():
+                pipe.xread({key: cursor}, count=1)
+            replies = await pipe.execute(raise_on_error=False)
+        dropped = 0
+        for (job_id, channel), reply in zip(snapshot.items(), replies, strict=True):
+            if isinstance(reply, ResponseError) and self._channels.get(job_id) is channel:
+                log.warning(
+                    "tail %s: Redis refused the cursor of %s: its viewers end",
+                    self.keys.prefix,
+                    job_id[:80],
+                )
+                del self._channels[job_id]
+                channel.refuse()
+                dropped += 1
+        return dropped
+
+    def _deliver(self, snapshot: dict[str, Channel], streams: dict[str, str], reply: Any) -> None:
         by_key = {self.keys.events(job_id): c for job_id, c in snapshot.items()}
         for raw_key, raw_entries in reply:
-            channel = by_key.get(as_text(raw_key))
+            key = as_text(raw_key)
+            channel = by_key.get(key)
             # A channel dropped (or replaced) while the read was in flight gets nothing: a
-            # replacement started from its own cursor, which this read did not use.
-            if channel is None or self._channels.get(channel.job_id) is not channel:
+            # replacement started from its own cursor, which this read did not use. Nor does
+            # one rewound meanwhile: the next read starts from its new cursor.
+            if (
+                channel is None
+                or self._channels.get(channel.job_id) is not channel
+                or streams[key] != channel.cursor
+            ):
                 continue
             entries = [Entry.from_redis(i, f) for i, f in raw_entries]
             fresh = [e for e in entries if e.order > channel.cursor_order]

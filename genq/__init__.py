@@ -1,8 +1,9 @@
 """genq: durable background jobs with a per-job output stream, on Redis."""
 
+from ._dead_letters import DeadEntry, DeadPage
 from .active_job import ActiveJob, emit_many
 from .codecs import Codec, JsonCodec, PydanticCodec
-from .connection import connect
+from .connection import RedisClient, RedisPipeline, connect
 from .errors import (
     GenqError,
     JobCancelledError,
@@ -17,7 +18,7 @@ from .errors import (
 from .events import Event, decode_entry, visible_text
 from .job import Job
 from .keys import Keys
-from .queue import DeadEntry, Enqueued, Queue, QueueStats
+from .queue import Enqueued, Queue, QueueStats
 from .status import TERMINAL, JobStatus
 from .worker import Worker
 
@@ -26,6 +27,7 @@ __all__ = [
     "ActiveJob",
     "Codec",
     "DeadEntry",
+    "DeadPage",
     "Enqueued",
     "Event",
     "GenqError",
@@ -42,6 +44,8 @@ __all__ = [
     "PydanticCodec",
     "Queue",
     "QueueStats",
+    "RedisClient",
+    "RedisPipeline",
     "RetryJobError",
     "TerminalJobError",
     "Worker",

@@ -6,8 +6,9 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ._queue_base import QueueBase
 from .cancellation import raise_if_cancelled
 from .cluster import run_pipelined
 from .errors import JobLeaseLostError
@@ -15,9 +16,6 @@ from .events import text
 from .retrying import with_retry
 from .scripts import Code
 from .status import CHUNK, PROGRESS
-
-if TYPE_CHECKING:
-    from .queue import Queue
 
 
 class ActiveJob:
@@ -31,7 +29,7 @@ class ActiveJob:
 
     def __init__(
         self,
-        queue: Queue,
+        queue: QueueBase,
         fields: dict[str, str],
         token: str,
         lease: float,

@@ -17,20 +17,26 @@ redis-py's cluster client refuses or does differently needs another path:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
-from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.client import PubSub
+from redis.asyncio.cluster import ClusterPubSub, RedisCluster
+from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
+
+from .connection import RedisClient
 
 Call = tuple[Sequence[Any], Sequence[Any]]
 """One script call: (keys, args)."""
 
 
-def is_cluster(redis: Any) -> bool:
+def is_cluster(redis: RedisClient) -> TypeGuard[RedisCluster]:
     return isinstance(redis, RedisCluster)
 
 
-async def run_pipelined(redis: Any, script: Any, calls: Sequence[Call]) -> list[Any]:
+async def run_pipelined(
+    redis: RedisClient, script: AsyncScript, calls: Sequence[Call]
+) -> list[Any]:
     """Runs a registered ``script`` once per call in one round trip; returns the replies.
 
     The batch goes out as raw ``EVALSHA`` commands: redis-py's own pipelined scripts cost an
@@ -45,7 +51,9 @@ async def run_pipelined(redis: Any, script: Any, calls: Sequence[Call]) -> list[
         return await _evalsha_batch(redis, script, calls)
 
 
-async def _evalsha_batch(redis: Any, script: Any, calls: Sequence[Call]) -> list[Any]:
+async def _evalsha_batch(
+    redis: RedisClient, script: AsyncScript, calls: Sequence[Call]
+) -> list[Any]:
     async with redis.pipeline(transaction=False) as pipe:
         for keys, args in calls:
             pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
@@ -53,7 +61,7 @@ async def _evalsha_batch(redis: Any, script: Any, calls: Sequence[Call]) -> list
         return replies
 
 
-async def server_time(redis: Any, key: str) -> tuple[int, int]:
+async def server_time(redis: RedisClient, key: str) -> tuple[int, int]:
     """The server's ``TIME`` as (seconds, microseconds); on a cluster, from ``key``'s node."""
     if not is_cluster(redis):
         seconds, micros = await redis.time()
@@ -63,14 +71,14 @@ async def server_time(redis: Any, key: str) -> tuple[int, int]:
     return int(seconds), int(micros)
 
 
-async def open_pubsub(redis: Any) -> Any:
+async def open_pubsub(redis: RedisClient) -> PubSub | ClusterPubSub:
     """``redis.pubsub()``, on a cluster client once its slot map is loaded."""
     if is_cluster(redis):
         await redis.initialize()
     return redis.pubsub()
 
 
-def socket_timeout(redis: Any) -> float | None:
+def socket_timeout(redis: RedisClient) -> float | None:
     """The client's socket timeout (a cluster client keeps it in its own connection kwargs)."""
     pool = getattr(redis, "connection_pool", None)
     if pool is not None:

@@ -1,11 +1,16 @@
-"""Codecs turn payloads and results into text stored in Redis, and back."""
+"""Codecs turn payloads and results into text stored in Redis, and back.
+
+pydantic is imported only by ``PydanticCodec``: ``pip install genq`` (redis and tenacity
+alone) must import.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from pydantic import TypeAdapter
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 T = TypeVar("T")
 
@@ -30,6 +35,8 @@ class PydanticCodec(Generic[T]):
     """Validates on the way in and out: ``PydanticCodec(MyModel)`` or any type pydantic knows."""
 
     def __init__(self, type_: type[T]) -> None:
+        from pydantic import TypeAdapter  # the one user of pydantic in genq
+
         self._adapter: TypeAdapter[T] = TypeAdapter(type_)
 
     def encode(self, value: T) -> str:

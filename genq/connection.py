@@ -13,11 +13,18 @@ lives in one cluster slot and each provider's queue can sit on a different node.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
 from urllib.parse import unquote
 
 from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
+
+RedisClient: TypeAlias = Redis | RedisCluster
+"""The clients genq works on: a single node's or a cluster's (``redis.asyncio``)."""
+
+RedisPipeline: TypeAlias = Pipeline | ClusterPipeline
+"""What ``RedisClient.pipeline()`` gives."""
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 TCP_SCHEMES = {"redis", "rediss"}
@@ -45,7 +52,7 @@ def connect(
     cluster: bool | None = None,
     pool_timeout: float | None = None,
     **kwargs: Any,
-) -> Redis | RedisCluster:
+) -> RedisClient:
     """A Redis client for ``url``, with the defaults in :data:`DEFAULTS` (``kwargs`` win).
 
     ``cluster=None`` decides from the scheme; ``True`` makes a cluster client from a plain

@@ -9,9 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .codecs import Codec
-from .status import TERMINAL_EVENTS
+from .status import CHUNK, RESTARTED, TERMINAL_EVENTS
 
-_ENTRY_ID = re.compile(r"^\d{1,20}-\d{1,20}$|^0$")
+# ASCII digits only, matched in full: ``\d`` takes any Unicode digit and ``$`` matches before a
+# trailing newline, and Redis refuses both.
+_ENTRY_ID = re.compile(r"0|[0-9]{1,20}-[0-9]{1,20}")
+_MAX_ID_PART = 2**64 - 1
 
 
 @dataclass(frozen=True)
@@ -32,9 +35,10 @@ def text(value: bytes | str) -> str:
 
 
 def check_cursor(cursor: str) -> str:
-    """Validates a resume cursor (a stream entry id) so bad input fails before Redis sees it."""
-    if not _ENTRY_ID.match(cursor):
-        raise ValueError(f"invalid event id {cursor!r}: expected <ms>-<seq>")
+    """Validates a resume cursor (a stream entry id) so bad input fails before Redis sees it:
+    ``<ms>-<seq>`` (or ``0``), ASCII digits, each part within Redis's 64-bit range."""
+    if not _ENTRY_ID.fullmatch(cursor) or any(int(p) > _MAX_ID_PART for p in cursor.split("-")):
+        raise ValueError(f"invalid event id {cursor[:60]!r}: expected <ms>-<seq>")
     return cursor
 
 
@@ -55,8 +59,8 @@ def visible_text(events: Iterable[Event]) -> str:
     """
     shown = ""
     for event in events:
-        if event.type == "restarted":
+        if event.type == RESTARTED:
             shown = ""
-        elif event.type == "chunk":
+        elif event.type == CHUNK:
             shown += event.data
     return shown

@@ -7,38 +7,24 @@ import math
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ._dead_letters import DeadEntry, DeadPage, format_cursor, parse_cursor, rows_after
+from ._queue_base import QueueBase, ms
+from .active_job import ActiveJob
 from .cancellation import raise_if_cancelled
-from .cluster import is_cluster, run_pipelined, server_time, socket_timeout
-from .codecs import Codec, json_codec
+from .cluster import is_cluster, run_pipelined, server_time
+from .connection import RedisPipeline
 from .errors import JobCancelledError, JobFailedError, JobNotFoundError
 from .events import Event, check_cursor, decode_entry, text
 from .job import Job
-from .keys import Keys, check_job_id, check_prefix
-from .scripts import Code, Scripts, raise_for
+from .keys import check_job_id
+from .scripts import Code, raise_for
 from .status import TERMINAL, JobStatus
-
-if TYPE_CHECKING:
-    from .active_job import ActiveJob
-    from .worker import Worker
+from .worker import Worker
 
 PRIORITY_RANGE = range(-1000, 1001)
 MAX_IDEMPOTENCY_KEY = 512
-
-
-def ms(seconds: float) -> int:
-    return max(0, math.ceil(seconds * 1000))
-
-
-def safe_block(redis: Any, wanted: float) -> float:
-    """A blocking command's wait, kept under the client's socket timeout.
-
-    redis-py 8.1 applies its socket timeout (5 s by default) to XREAD BLOCK and BLPOP too, so a
-    block as long as the timeout ends in a TimeoutError instead of an empty reply.
-    """
-    timeout = socket_timeout(redis)
-    return wanted if not timeout else min(wanted, timeout / 2)
 
 
 @dataclass(frozen=True)
@@ -57,58 +43,13 @@ class QueueStats:
     """Seconds the job at the head of the ready set has been waiting since it was enqueued."""
 
 
-@dataclass(frozen=True)
-class DeadEntry:
-    id: str
-    reason: str
-    error: str | None
-    attempts: int
-    died_at: float
-
-
-class Queue:
+class Queue(QueueBase):
     """A durable job queue with a per-job output stream, on one Redis (Cluster slot).
 
-    All durations are seconds. ``redis`` is a ``redis.asyncio.Redis`` or ``RedisCluster``.
+    ``Queue(redis, prefix="queue", *, codec, result_codec, lease, max_attempts, backoff,
+    max_backoff, result_ttl, dead_ttl, events_max_len, watch_block)``. All durations are
+    seconds. ``redis`` is a ``redis.asyncio.Redis`` or ``RedisCluster``.
     """
-
-    def __init__(
-        self,
-        redis: Any,
-        prefix: str = "queue",
-        *,
-        codec: Codec[Any] = json_codec,
-        result_codec: Codec[Any] = json_codec,
-        lease: float = 60.0,
-        max_attempts: int = 3,
-        backoff: float = 1.0,
-        max_backoff: float = 60.0,
-        result_ttl: float = 3600.0,
-        dead_ttl: float = 14 * 86400.0,
-        events_max_len: int = 10_000,
-        watch_block: float = 2.0,
-    ) -> None:
-        if lease <= 0 or max_attempts < 1 or backoff < 0 or max_backoff < backoff:
-            raise ValueError("lease > 0, max_attempts >= 1, 0 <= backoff <= max_backoff")
-        if result_ttl <= 0 or dead_ttl <= 0 or events_max_len < 1:
-            raise ValueError("result_ttl, dead_ttl and events_max_len must be positive")
-        self.redis = redis
-        self.prefix = check_prefix(prefix)
-        self.keys = Keys(prefix)
-        self.codec = codec
-        self.result_codec = result_codec
-        self.lease = lease
-        self.max_attempts = max_attempts
-        self.backoff = backoff
-        self.max_backoff = max_backoff
-        self.result_ttl = result_ttl
-        self.dead_ttl = dead_ttl
-        self.events_max_len = events_max_len
-        self.watch_block = safe_block(redis, watch_block)
-        self.scripts = Scripts(redis)
-
-    def __repr__(self) -> str:
-        return f"Queue(prefix={self.prefix!r})"
 
     # -- producing -----------------------------------------------------------------------------
 
@@ -174,14 +115,18 @@ class Queue:
     # -- reading -------------------------------------------------------------------------------
 
     async def server_time(self) -> float:
+        """The clock of the server holding this queue (the one its scripts use), in seconds."""
         seconds, micros = await server_time(self.redis, self.keys.ready)
         return seconds + micros / 1e6
 
-    async def _read_with_time(self, fill: Callable[[Any], object]) -> tuple[list[Any], float]:
+    async def read_with_time(
+        self, fill: Callable[[RedisPipeline], object]
+    ) -> tuple[list[Any], float]:
         """The replies of the reads ``fill`` queues on a pipeline, and the server's time.
 
-        A cluster pipeline refuses TIME (it has no key to route by), so there the time is read
-        from the queue's node right after the pipeline.
+        For reads of this queue's keys (or ``keys.extra`` ones) that need "now" on the
+        server's clock. A cluster pipeline refuses TIME (it has no key to route by), so there
+        the time is read from the queue's node right after the pipeline.
         """
         cluster = is_cluster(self.redis)
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -196,10 +141,25 @@ class Queue:
 
     async def get(self, job_id: str) -> Job | None:
         """The job's record, or None when the id is unknown or its record expired."""
-        (raw,), now = await self._read_with_time(lambda pipe: pipe.hgetall(self.keys.job(job_id)))
+        (raw,), now = await self.read_with_time(lambda pipe: pipe.hgetall(self.keys.job(job_id)))
         if not raw:
             return None
         return Job.from_hash(raw, self.codec, self.result_codec, now)
+
+    async def last_event(self, job_id: str) -> Event | None:
+        """The newest event still on the job's stream; None when there is none.
+
+        With the record's status it tells whether a finished job's stream already ended, or
+        where to start following a running one.
+        """
+        return self._newest(await self.redis.xrevrange(self.keys.events(job_id), count=1))
+
+    def _newest(self, reply: list[Any] | None) -> Event | None:
+        """An ``XREVRANGE ... COUNT 1`` reply -> its event."""
+        if not reply:
+            return None
+        entry_id, fields = reply[0]
+        return decode_entry(entry_id, fields, self.result_codec)
 
     async def watch(self, job_id: str, after: str | None = None) -> AsyncIterator[Event]:
         """Yields the job's events in order and ends after the terminal one.
@@ -212,17 +172,18 @@ class Queue:
         if not await self.redis.exists(self.keys.job(job_id)):
             raise JobNotFoundError(job_id)
         while True:
-            entries = await self.redis.xrange(key, f"({cursor}", "+", count=500)
+            entries = await self._entries_after(key, cursor)
             if not entries:
                 status = await self.redis.hget(self.keys.job(job_id), "status")
                 if status is None:
                     return
                 if JobStatus(text(status)) in TERMINAL:
-                    entries = await self.redis.xrange(key, f"({cursor}", "+", count=500)
+                    entries = await self._entries_after(key, cursor)
                     if not entries:
                         return
                 else:
-                    reply = await self.redis.xread({key: cursor}, block=ms(self.watch_block))
+                    # RESP2, one stream: [[key, entries]], or empty when the block timed out.
+                    reply: Any = await self.redis.xread({key: cursor}, block=ms(self.watch_block))
                     entries = reply[0][1] if reply else []
             raise_if_cancelled()
             for entry_id, fields in entries:
@@ -231,6 +192,10 @@ class Queue:
                 yield event
                 if event.terminal:
                     return
+
+    async def _entries_after(self, key: str, cursor: str) -> list[Any]:
+        """Up to 500 entries of the stream ``key`` strictly after ``cursor``."""
+        return await self.redis.xrange(key, f"({cursor}", "+", count=500) or []
 
     async def wait(self, job_id: str, timeout: float | None = None) -> Any:
         """Waits for the job to finish and returns its result.
@@ -245,14 +210,14 @@ class Queue:
                 async with self.redis.pipeline(transaction=False) as pipe:
                     pipe.hget(self.keys.job(job_id), "status")
                     pipe.xrevrange(self.keys.events(job_id), count=1)
-                    status, last = await pipe.execute()
+                    status, newest = await pipe.execute()
                 raise_if_cancelled()  # the timeout's cancel must not be lost in redis-py
                 if status is None:
                     raise JobNotFoundError(job_id)
                 if JobStatus(text(status)) in TERMINAL:
                     return await self._outcome(job_id)
-                cursor = text(last[0][0]) if last else "0-0"
-                async for event in self.watch(job_id, after=cursor):
+                last = self._newest(newest)
+                async for event in self.watch(job_id, after=last.id if last else None):
                     if event.terminal:
                         return await self._outcome(job_id)
 
@@ -269,12 +234,12 @@ class Queue:
     async def stats(self) -> QueueStats:
         k = self.keys
 
-        def fill(pipe: Any) -> None:
+        def fill(pipe: RedisPipeline) -> None:
             for key in (k.ready, k.scheduled, k.leases, k.dead):
                 pipe.zcard(key)
             pipe.zrange(k.ready, 0, 0)
 
-        (waiting, scheduled, active, dead, head), now = await self._read_with_time(fill)
+        (waiting, scheduled, active, dead, head), now = await self.read_with_time(fill)
         oldest = 0.0
         if head:
             created = await self.redis.hget(k.job(text(head[0])), "created_at")
@@ -297,23 +262,6 @@ class Queue:
         )  # fmt: skip
         return bool(reply[0] == 1)
 
-    async def run_keyed(
-        self, job_id: str, call: Callable[[str], Awaitable[list[Any]]]
-    ) -> list[Any]:
-        """Runs a script that releases or binds the job's idempotency key.
-
-        A script cannot build that key's name itself (every key must be passed in), so the
-        caller reads the job's key first; the script checks it is still the job's and answers
-        ``STALE_READ`` if it changed in between (a custom id re-enqueued), and then it is read
-        again.
-        """
-        for _ in range(10):
-            raw = await self.redis.hget(self.keys.job(job_id), "idempotency_key")
-            reply = await call(text(raw) if raw else "")
-            if reply[0] != Code.STALE_READ:
-                return reply
-        raise RuntimeError(f"job {job_id!r} kept changing under a state change")
-
     async def cooldown(self, seconds: float) -> float:
         """Pauses reserving from this queue for ``seconds`` (kept if a longer one is in force).
 
@@ -324,24 +272,54 @@ class Queue:
     async def cooldown_remaining(self) -> float:
         return max(0, int(await self.redis.pttl(self.keys.cooldown))) / 1000
 
+    async def clear_cooldown(self) -> float:
+        """Ends this queue's cooldown now and wakes idle workers (an operator's override).
+
+        Returns the seconds that were left (0 when none was in force)."""
+        k = self.keys
+        remaining = await self.scripts.clear_cooldown(keys=[k.cooldown, k.signal])
+        return max(0, int(remaining)) / 1000
+
     # -- dead letters --------------------------------------------------------------------------
 
     async def dead(self, count: int = 20) -> list[str]:
         """Ids of dead-lettered jobs, oldest first."""
-        return [text(i) for i in await self.redis.zrange(self.keys.dead, 0, count - 1)]
+        ids: list[Any] = await self.redis.zrange(self.keys.dead, 0, count - 1)
+        return [text(i) for i in ids]
 
-    async def dead_entries(self, count: int = 20, offset: int = 0) -> list[DeadEntry]:
-        """Dead-lettered jobs with why they died, newest first."""
-        ids = await self.redis.zrevrange(
-            self.keys.dead, offset, offset + count - 1, withscores=True
-        )
+    async def dead_entries(self, count: int = 20) -> list[DeadEntry]:
+        """The newest ``count`` dead-lettered jobs with why they died, newest first."""
+        return (await self.dead_page(count)).entries
+
+    async def dead_page(self, count: int = 20, cursor: str | None = None) -> DeadPage:
+        """A page of dead-lettered jobs with why they died, newest first.
+
+        Pass the page's ``next_cursor`` back for the next one. Paging while jobs die, are
+        retried or purged never repeats an entry and never skips one that stayed dead: the
+        cursor is a position (died-at time and id), not an offset.
+        """
+        if count < 1:
+            raise ValueError("count must be >= 1")
+        key = self.keys.dead
+        async with self.redis.pipeline(transaction=False) as pipe:
+            if cursor is None:
+                pipe.zrevrangebyscore(key, "+inf", "-inf", start=0, num=count + 1, withscores=True)
+            else:
+                died, last_id = parse_cursor(cursor)
+                # Entries that died in the same millisecond as the cursor's, then older ones.
+                pipe.zrevrangebyscore(key, died, died, withscores=True)
+                below = f"({died}"
+                pipe.zrevrangebyscore(key, below, "-inf", start=0, num=count + 1, withscores=True)
+            replies = await pipe.execute()
+        rows = replies[0] if cursor is None else rows_after(replies[0], replies[1], last_id)
+        page = rows[:count]
         fields = ("dead_reason", "error", "attempt")
         async with self.redis.pipeline(transaction=False) as pipe:
-            for job_id, _ in ids:
+            for job_id, _ in page:
                 pipe.hmget(self.keys.job(text(job_id)), *fields)
-            rows = await pipe.execute()
+            records = await pipe.execute()
         entries = []
-        for (job_id, died), (reason, error, attempt) in zip(ids, rows, strict=True):
+        for (job_id, died_ms), (reason, error, attempt) in zip(page, records, strict=True):
             if reason is None:  # the record expired before the dead entry was trimmed
                 continue
             entries.append(
@@ -350,10 +328,11 @@ class Queue:
                     reason=text(reason),
                     error=text(error) if error else None,
                     attempts=int(attempt or 0),
-                    died_at=died / 1000,
+                    died_at=died_ms / 1000,
                 )
             )
-        return entries
+        more = len(rows) > count
+        return DeadPage(entries, format_cursor(page[-1]) if more else None)
 
     async def retry_dead(self, job_id: str) -> bool:
         """Puts a dead-lettered job back with fresh attempts; its old output is dropped."""
@@ -395,8 +374,6 @@ class Queue:
         on_error: Callable[[ActiveJob, BaseException], Any] | None = None,
     ) -> Worker:
         """A worker running ``handler``; use ``async with`` (leaving = graceful stop)."""
-        from .worker import Worker
-
         return Worker(
             self,
             handler,

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from enum import IntEnum
 from importlib import resources
-from typing import Any
 
+from redis.commands.core import AsyncScript
+
+from .connection import RedisClient
 from .errors import JobExistsError, JobLeaseLostError, JobNotFoundError
 
 NAMES = (
@@ -25,6 +27,7 @@ NAMES = (
     "retry_dead",
     "purge_dead",
     "cooldown",
+    "clear_cooldown",
 )
 
 
@@ -48,21 +51,22 @@ def source(name: str) -> str:
 class Scripts:
     """One registered script per state change, bound to a client."""
 
-    def __init__(self, redis: Any) -> None:
+    def __init__(self, redis: RedisClient) -> None:
         for name in NAMES:
             setattr(self, name, redis.register_script(source(name)))
 
-    enqueue: Any
-    pick: Any
-    activate: Any
-    emit: Any
-    heartbeat: Any
-    settle: Any
-    cancel: Any
-    reclaim: Any
-    retry_dead: Any
-    purge_dead: Any
-    cooldown: Any
+    enqueue: AsyncScript
+    pick: AsyncScript
+    activate: AsyncScript
+    emit: AsyncScript
+    heartbeat: AsyncScript
+    settle: AsyncScript
+    cancel: AsyncScript
+    reclaim: AsyncScript
+    retry_dead: AsyncScript
+    purge_dead: AsyncScript
+    cooldown: AsyncScript
+    clear_cooldown: AsyncScript
 
 
 def raise_for(code: int, job_id: str) -> None:

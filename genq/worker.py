@@ -12,21 +12,21 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
+from ._queue_base import QueueBase, ms, safe_block
 from .active_job import ActiveJob, record_fields
 from .cancellation import raise_if_cancelled
 from .cluster import open_pubsub, run_pipelined
+from .connection import RedisClient
 from .errors import JobError, JobLeaseLostError, RetryJobError, TerminalJobError
 from .events import text
-from .queue import ms, safe_block
 from .retrying import TRANSIENT, with_retry
 from .scripts import Code
-
-if TYPE_CHECKING:
-    from .queue import Queue
 
 log = logging.getLogger("genq.worker")
 
@@ -36,16 +36,15 @@ CLAIM_SECONDS = 10.0
 MAX_ERROR_CHARS = 2000
 
 
-def dedicated_client(redis: Any) -> Any:
+def dedicated_client(redis: RedisClient) -> RedisClient:
     """A client holding one connection of ``redis``'s pool, for the blocking doorbell wait.
 
     Borrowing a pool connection for each BLPOP would starve running jobs' emits on a bounded
     pool. A cluster client routes by key and has no single connection to hold: it is used as is.
     """
-    pool = getattr(redis, "connection_pool", None)
-    if pool is None:
+    if isinstance(redis, RedisCluster):
         return redis
-    return type(redis)(connection_pool=pool, single_connection_client=True)
+    return Redis(connection_pool=redis.connection_pool, single_connection_client=True)
 
 
 @dataclass
@@ -78,7 +77,7 @@ class Worker:
 
     def __init__(
         self,
-        queue: Queue,
+        queue: QueueBase,
         handler: Callable[[ActiveJob], Awaitable[Any]],
         *,
         concurrency: int = 8,
@@ -105,7 +104,7 @@ class Worker:
         self._stopping = False
         self._blocking = False
         self._fetcher: asyncio.Task[None] | None = None
-        self._doorbell: Any = queue.redis
+        self._doorbell: RedisClient = queue.redis
         self._listener: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
 
@@ -342,7 +341,7 @@ class Worker:
             k.job(job.id), k.events(job.id), k.leases, k.scheduled, k.ready, k.dead, k.rank,
             k.idempotency(job.idempotency_key or ""), k.signal,
         ]  # fmt: skip
-        args = [
+        args: list[str | int] = [
             job.id, job.token, outcome.kind, outcome.data, ms(outcome.delay), outcome.reason,
             ms(q.result_ttl), ms(q.dead_ttl), q.events_max_len, k.dead_letters,
         ]  # fmt: skip
@@ -407,4 +406,4 @@ class Worker:
             finally:
                 if pubsub is not None:
                     with contextlib.suppress(Exception):
-                        await pubsub.aclose()
+                        await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py

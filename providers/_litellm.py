@@ -15,7 +15,11 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import litellm
 import litellm.exceptions
 
+from providers.redact import withhold_text
+
 litellm.suppress_debug_info = True
 litellm.telemetry = False
+# LiteLLM logs request params, and at DEBUG whole request bodies: keep its records, not its text.
+withhold_text("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 
 __all__ = ["litellm"]

@@ -18,6 +18,12 @@ default); a token is a word and its trailing space. Params (all optional):
 The same faults can be asked for in the prompt, for the web page: ``[demo:429]``,
 ``[demo:429:5]`` (retry after 5 s), ``[demo:500]``, ``[demo:400]``, ``[demo:hang]``,
 ``[demo:drop]``, ``[demo:drop:10]`` (after 10 tokens). Params win over markers.
+
+Faults happen only where they were asked for: the worker turns them on with the param
+:data:`FAULTS_ENABLED` (``GENQ_DEMO_FAULTS``, on in dev mode), which no request can set (it is
+not among the params the gateway accepts). Otherwise the fault params are ignored and a marker
+is plain prompt text: a 429 with a Retry-After pauses the provider's whole queue, so a tenant
+must never be able to pick one.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ MODEL_DELAYS_MS = {"fast": 20.0, "slow": 200.0, "instant": 0.0}
 DEFAULT_DELAY_MS = 30.0
 DEFAULT_AFTER = {"hang": 3, "drop": 5}
 DEFAULT_RETRY_AFTER = 2.0
+FAULTS_ENABLED = "demo_faults_enabled"
+"""The param the worker sets (True) where faults are allowed; see the module docstring."""
 
 _PASSAGE_TEXT = (
     "This answer comes from the genq demo provider. It streams one word at a time through "
@@ -70,8 +78,9 @@ class DemoScript:
         cls, model: str, messages: list[dict[str, Any]], params: Mapping[str, Any]
     ) -> DemoScript:
         prompt = _last_user_text(messages)
-        marker = _MARKER.search(prompt)
-        echo = _MARKER.sub("", prompt).split()
+        faults_enabled = params.get(FAULTS_ENABLED) is True
+        marker = _MARKER.search(prompt) if faults_enabled else None
+        echo = (_MARKER.sub("", prompt) if faults_enabled else prompt).split()
         count = int(params.get("demo_tokens", DEFAULT_TOKENS))
         if not 1 <= count <= MAX_TOKENS:
             raise ValueError(f"demo_tokens must be from 1 to {MAX_TOKENS}")
@@ -87,6 +96,8 @@ class DemoScript:
         fault = str(fault) if fault is not None else None
         if fault is not None and fault not in FAULTS:
             raise ValueError(f"unknown demo_fault {fault!r}; one of {sorted(FAULTS)}")
+        if not faults_enabled:
+            fault = None
         attempt = int(params.get("demo_attempt", 1))
         if fault is not None and attempt > int(params.get("demo_fault_attempts", 1)):
             fault = None

@@ -8,7 +8,12 @@ run stay in Redis for another process instead of waiting behind a semaphore unde
 Cooldown: a provider-wide 429 with a Retry-After pauses that provider's queue through Redis
 (``Queue.cooldown``, on the server clock), so no worker anywhere reserves its jobs until the
 wait is over, while other providers' queues keep flowing. A longer cooldown already in force
-is kept. Every 429 is also counted under the queue (``RATE_LIMITED_COUNTER``) for metrics.
+is kept. No single 429 pauses the queue for more than ``max_cooldown`` (``GENQ_MAX_COOLDOWN``,
+:data:`DEFAULT_MAX_COOLDOWN` by default), whatever Retry-After it carried: the job that got the
+429 still waits the whole Retry-After, but one answer (a garbled header, a provider bug, a
+request that provoked it) cannot stop every tenant's jobs for hours. An admin clears a cooldown
+early with ``DELETE /v1/queues/{name}/cooldown`` (``genq cooldown clear``). Every 429 is also
+counted under the queue (``genq_contract.keys.provider_429_counter``) for metrics.
 """
 
 from __future__ import annotations
@@ -26,17 +31,21 @@ from tenacity import (
 )
 
 from genq import Queue
+from genq_contract.keys import provider_429_counter
 from providers.errors import RateLimitedError
 
 log = logging.getLogger("providers.limits")
 
 
-RATE_LIMITED_COUNTER = "metrics:provider_429_total"
-"""``queue.keys.extra(...)`` name of the count of 429s; the gateway's ``/metrics`` reads it."""
+DEFAULT_MAX_COOLDOWN = 300.0
+"""Seconds: the longest queue-wide pause one 429 can cause (``GENQ_MAX_COOLDOWN``)."""
 
 
-async def note_rate_limit(queue: Queue, error: BaseException) -> float | None:
-    """After a 429: counts it and, if provider-wide with a Retry-After, pauses ``queue``.
+async def note_rate_limit(
+    queue: Queue, error: BaseException, max_cooldown: float = DEFAULT_MAX_COOLDOWN
+) -> float | None:
+    """After a 429: counts it and, if provider-wide with a Retry-After, pauses ``queue`` for
+    that long, at most ``max_cooldown`` seconds (0 = never pause).
 
     Returns the cooldown now in force (None if none was set). Never raises: a Redis blip here
     must not replace the provider error the job settles with, and the job's own retry is
@@ -47,12 +56,13 @@ async def note_rate_limit(queue: Queue, error: BaseException) -> float | None:
     try:
         async for attempt in _redis_retrying():
             with attempt:
-                await queue.redis.incr(queue.keys.extra(RATE_LIMITED_COUNTER))
-        if not error.provider_wide or not error.retry_after:
+                await queue.redis.incr(provider_429_counter(queue.keys))
+        pause = min(error.retry_after or 0.0, max_cooldown)
+        if not error.provider_wide or pause <= 0:
             return None
         async for attempt in _redis_retrying():
             with attempt:
-                remaining = await queue.cooldown(error.retry_after)
+                remaining = await queue.cooldown(pause)
     except Exception as exc:
         log.warning("could not record the 429 on %s (%s); only this job waits", queue, exc)
         return None

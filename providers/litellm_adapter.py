@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +45,7 @@ async def stream_chat(
     silence_timeout: float = DEFAULT_SILENCE_TIMEOUT,
     api_base: str | None = None,
     api_key: str | None = None,
-) -> AsyncIterator[Delta]:
+) -> AsyncGenerator[Delta, None]:
     """Yields the deltas of ``model``'s answer to ``messages``.
 
     ``params`` are generation params (``temperature``, ``max_tokens``, ...; ``demo_*`` for the

@@ -1,13 +1,17 @@
-"""Scrubs credentials out of provider messages before they reach a job's error.
+"""Scrubs credentials out of provider messages before they reach a job's error, and request
+text out of logs.
 
-A job's error is shown to the tenant, on the dashboard and in logs; provider messages sometimes
-quote the key that was rejected ("Incorrect API key provided: sk-...") or echo a request URL.
+A job's error is shown to the tenant and on the dashboard; provider messages sometimes quote
+the key that was rejected ("Incorrect API key provided: sk-...") or echo a request URL.
 Redaction is pattern-based (common key shapes, ``Bearer`` tokens, ``api_key=...``, URL
-passwords) plus the exact values of the keys this process was configured with.
+passwords) plus the exact values of the keys this process was configured with. A message can
+also quote the prompt, which no pattern recognises: logs get no provider text at all (see
+:class:`WithholdText` and ``workers.logs``).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 
@@ -39,3 +43,27 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+class WithholdText(logging.Filter):
+    """Keeps a log record's level, logger and place, and drops its text and traceback.
+
+    For loggers of code that logs request data (LiteLLM logs request params, and at DEBUG whole
+    request bodies): no redaction pattern can recognise a prompt, so none of it is kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = f" ({record.exc_info[0].__name__})" if record.exc_info and record.exc_info[0] else ""
+        record.msg = f"[text withheld] at {record.module}:{record.lineno}{kind}"
+        record.args = None
+        record.exc_info = None
+        record.exc_text = None
+        record.stack_info = None
+        return True
+
+
+def withhold_text(*logger_names: str) -> None:
+    """Installs :class:`WithholdText` on these loggers (once each)."""
+    for name in logger_names:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, WithholdText) for f in logger.filters):
+            logger.addFilter(WithholdText())

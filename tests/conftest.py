@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.embedded_redis import EmbeddedRedis
+from genq_cli.embedded_redis import EmbeddedRedis
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,9 @@
 // the page holds at most one EventSource: browsers allow six connections per origin.
 import {
   ApiError,
+  EVENT,
+  EVENT_TYPES,
+  TERMINAL,
   compareEventIds,
   el,
   formatAgo,
@@ -12,6 +15,7 @@ import {
   formatTime,
   request,
   setupKeyField,
+  textChange,
   toDate,
 } from "./api.js";
 
@@ -19,9 +23,6 @@ const $ = (id) => document.getElementById(id);
 const api = (path, options = {}) => request(path, { ...options, auth: "admin" });
 const queuePath = (queue) => `/v1/queues/${encodeURIComponent(queue)}`;
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
-
-const TERMINAL = new Set(["completed", "failed", "cancelled"]);
-const EVENT_TYPES = ["chunk", "progress", "restarted", "completed", "failed", "cancelled"];
 
 let queueNames = [];
 let selectedQueue = null;
@@ -592,22 +593,22 @@ function onJobEvent(view, ev) {
   const body = $("job-events").tBodies[0];
   const log = body.closest(".event-log");
   const atEnd = log.scrollHeight - log.scrollTop - log.clientHeight < 24;
-  if (ev.type === "chunk") {
-    const piece = typeof data === "string" ? data : data?.text ?? JSON.stringify(data);
-    $("job-text").append(document.createTextNode(piece));
+  const { reset, append } = textChange(ev.type, data);
+  if (reset) $("job-text").textContent = "";
+  if (append) $("job-text").append(document.createTextNode(append));
+  if (ev.type === EVENT.CHUNK) {
     // Consecutive chunks share one row, so a long generation stays a short table.
     if (!view.chunkRow) {
       view.chunks = 0;
-      view.chunkRow = el("tr", {}, el("td", {}, eventTime(id)), el("td", {}, "chunk"), el("td", { class: "muted" }, ""));
+      view.chunkRow = el("tr", {}, el("td", {}, eventTime(id)), el("td", {}, EVENT.CHUNK), el("td", { class: "muted" }, ""));
       body.append(view.chunkRow);
     }
     view.chunks += 1;
-    view.chunkRow.cells[1].textContent = view.chunks === 1 ? "chunk" : `chunk ×${view.chunks}`;
+    view.chunkRow.cells[1].textContent = view.chunks === 1 ? EVENT.CHUNK : `${EVENT.CHUNK} ×${view.chunks}`;
     view.chunkRow.cells[2].textContent = `last id ${id}`;
   } else {
     view.chunkRow = null;
-    if (ev.type === "restarted") $("job-text").textContent = "";
-    const shown = ev.type === "completed" ? `${pretty(data?.text ?? data).slice(0, 200)}` : pretty(data).slice(0, 200);
+    const shown = ev.type === EVENT.COMPLETED ? `${pretty(data?.text ?? data).slice(0, 200)}` : pretty(data).slice(0, 200);
     body.append(el("tr", {}, el("td", {}, eventTime(id)), el("td", {}, el("span", { class: `badge ${ev.type}` }, ev.type)), el("td", { class: "error" }, shown)));
   }
   if (atEnd) log.scrollTop = log.scrollHeight;

@@ -1,5 +1,44 @@
-// What both pages share: the API key kept in this browser, one fetch helper that turns the
-// gateway's {"detail": ...} answers into errors, event-id ordering and time formatting.
+// What both pages share: the event vocabulary of a job's stream and the one rule that turns
+// its events into visible text, the API key kept in this browser, one fetch helper that turns
+// the gateway's {"detail": ...} answers into errors, event-id ordering and time formatting.
+
+// A job stream's event types (genq_contract.events on the server; a test keeps both equal).
+export const EVENT = Object.freeze({
+  CHUNK: "chunk",
+  PROGRESS: "progress",
+  RESTARTED: "restarted",
+  COMPLETED: "completed",
+  FAILED: "failed",
+  CANCELLED: "cancelled",
+});
+export const EVENT_TYPES = Object.freeze(Object.values(EVENT));
+// The terminal events, which are also the final statuses of a job record.
+export const TERMINAL = new Set([EVENT.COMPLETED, EVENT.FAILED, EVENT.CANCELLED]);
+
+// The text of a chunk event's data (a string; an object's text, for other emitters).
+export function chunkText(data) {
+  if (typeof data === "string") return data;
+  if (data && typeof data === "object") return data.text ?? data.delta ?? data.content ?? "";
+  return data == null ? "" : String(data);
+}
+
+// The visible-text rule (genq.visible_text on the server), one event at a time: `chunk`
+// appends its text, `restarted` drops everything shown so far (a new attempt starts over),
+// every other event leaves the text alone. Returns {reset, append}: clear first if `reset`,
+// then append `append`, so a page can add text nodes instead of rewriting the whole box.
+export function textChange(type, data) {
+  return { reset: type === EVENT.RESTARTED, append: type === EVENT.CHUNK ? chunkText(data) : "" };
+}
+
+// The text shown after `events` ({type, data} objects, in stream order).
+export function visibleText(events) {
+  let shown = "";
+  for (const { type, data } of events) {
+    const { reset, append } = textChange(type, data);
+    shown = (reset ? "" : shown) + append;
+  }
+  return shown;
+}
 
 export class ApiError extends Error {
   constructor(status, detail, headers) {

@@ -15,6 +15,9 @@
 // - `restarted` clears the text; `completed` carries the result, which is authoritative.
 import {
   ApiError,
+  EVENT,
+  EVENT_TYPES,
+  TERMINAL,
   compareEventIds,
   el,
   local,
@@ -23,6 +26,7 @@ import {
   session,
   setupKeyField,
   sleep,
+  textChange,
 } from "./api.js";
 
 const $ = (id) => document.getElementById(id);
@@ -38,8 +42,6 @@ const attemptText = $("attempt");
 const jobInfo = $("job-info");
 const keyInput = $("api-key");
 
-const EVENT_TYPES = ["chunk", "progress", "restarted", "completed", "failed", "cancelled"];
-const TERMINAL = new Set(["completed", "failed", "cancelled"]);
 const POST_RETRY_DELAYS_MS = [400, 1000, 2000, 4000];
 const PENDING_KEY_TTL_MS = 10 * 60 * 1000;
 const JOB_MEMORY_MS = 24 * 3600 * 1000;
@@ -145,12 +147,6 @@ function setText(value) {
   });
 }
 
-function chunkText(data) {
-  if (typeof data === "string") return data;
-  if (data && typeof data === "object") return data.text ?? data.delta ?? data.content ?? "";
-  return data == null ? "" : String(data);
-}
-
 // The result of `completed` is the truth. If the streamed text differs (a trimmed stream, a
 // lost chunk) the page shows the result and marks the box, which the browser tests look for.
 function applyResult(result) {
@@ -246,31 +242,30 @@ function onEvent(ev) {
   reconnectDelay = 500;
   terminalSeenInRecord = false;
 
+  const { reset, append } = textChange(ev.type, data);
+  if (reset) setText("");
+  appendText(append);
   switch (ev.type) {
-    case "chunk":
-      appendText(chunkText(data));
+    case EVENT.CHUNK:
+    case EVENT.PROGRESS:
       if (main.dataset.state !== "running") setStatus("running", "Running");
       break;
-    case "progress":
-      if (main.dataset.state !== "running") setStatus("running", "Running");
-      break;
-    case "restarted":
+    case EVENT.RESTARTED:
       restarts += 1;
       delete output.dataset.mismatch;
-      setText("");
       setStatus("running", "Restarted: an earlier attempt stopped, its text was discarded");
       refreshRecord(); // the attempt number for the status line
       saveSnapshotNow();
       return;
-    case "completed":
+    case EVENT.COMPLETED:
       applyResult(data);
-      finish("completed", "Completed");
+      finish(EVENT.COMPLETED, "Completed");
       return;
-    case "failed":
-      finish("failed", `Failed: ${typeof data === "string" ? data : JSON.stringify(data)}`);
+    case EVENT.FAILED:
+      finish(EVENT.FAILED, `Failed: ${typeof data === "string" ? data : JSON.stringify(data)}`);
       return;
-    case "cancelled":
-      finish("cancelled", "Cancelled");
+    case EVENT.CANCELLED:
+      finish(EVENT.CANCELLED, "Cancelled");
       return;
   }
   saveSnapshotSoon();
@@ -354,13 +349,13 @@ async function newWatchToken(id) {
 }
 
 function settleFromRecord(record) {
-  if (record.status === "completed") {
+  if (record.status === EVENT.COMPLETED) {
     applyResult(record.result ?? record.text);
-    finish("completed", "Completed");
-  } else if (record.status === "failed") {
-    finish("failed", `Failed: ${record.error ?? "unknown error"}`);
+    finish(EVENT.COMPLETED, "Completed");
+  } else if (record.status === EVENT.FAILED) {
+    finish(EVENT.FAILED, `Failed: ${record.error ?? "unknown error"}`);
   } else {
-    finish("cancelled", "Cancelled");
+    finish(EVENT.CANCELLED, "Cancelled");
   }
 }
 
@@ -488,8 +483,8 @@ async function stop() {
     const url = `/v1/generations/${encodeURIComponent(watched.id)}/cancel?token=${encodeURIComponent(watched.token)}`;
     const answer = await request(url, { method: "POST" });
     if (job !== watched || terminal !== null) return;
-    if (answer?.cancelled || answer?.status === "cancelled") {
-      finish("cancelled", "Cancelled"); // the text so far stays on the page
+    if (answer?.cancelled || answer?.status === EVENT.CANCELLED) {
+      finish(EVENT.CANCELLED, "Cancelled"); // the text so far stays on the page
     } else {
       // Too late: the job had already finished; its terminal event tells how.
       delete stopButton.dataset.stopping;
@@ -521,7 +516,7 @@ async function loadModels() {
   updateButtons();
   try {
     const answer = await request("/v1/models");
-    const models = (answer?.models ?? answer?.data ?? []).map((m) => (typeof m === "string" ? m : m.id));
+    const models = (answer?.data ?? []).map((m) => m.id); // OpenAI's list format
     if (models.length === 0) throw new Error("the gateway allows no model");
     const preferred = local.get("genq.model");
     modelSelect.replaceChildren(...models.map((m) => el("option", { value: m, text: m })));

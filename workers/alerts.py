@@ -33,6 +33,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from genq import ActiveJob, Queue, RetryJobError, TerminalJobError, Worker
+from genq.events import text
 from genq.keys import Keys
 
 log = logging.getLogger("workers.alerts")
@@ -116,7 +117,7 @@ class DeadLetterAlerts:
 
     async def on_notice(self, channel: bytes | str, data: bytes | str) -> None:
         """Turns one notice into one delivery (idempotent across subscribers)."""
-        channel = channel.decode() if isinstance(channel, bytes) else channel
+        channel = text(channel)
         name, prefix = self.channels[channel]
         try:
             notice = json.loads(data)

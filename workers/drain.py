@@ -13,6 +13,7 @@ import contextlib
 import logging
 import signal
 from collections.abc import Sequence
+from typing import Any
 
 from genq import Worker
 
@@ -57,7 +58,8 @@ class Drain:
         graceful = asyncio.gather(*(w.stop(deadline=self.deadline) for w in workers))
         hurry = asyncio.ensure_future(self._hurry.wait())
         try:
-            await asyncio.wait([graceful, hurry], return_when=asyncio.FIRST_COMPLETED)
+            either: list[asyncio.Future[Any]] = [graceful, hurry]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
             if not graceful.done():
                 await asyncio.gather(*(w.stop(deadline=0) for w in workers))
                 await graceful

@@ -1,6 +1,6 @@
 """The generation handler: a job's request -> the provider's stream -> the job's chunks.
 
-Job payload (written by the gateway)::
+Job payload: a :class:`genq_contract.payload.GenerationPayload` (written by the gateway)::
 
     {"model": "demo/fast", "messages": [{"role": "user", "content": "..."}],  # or "prompt"
      "params": {"temperature": 0.2, ...}}                                      # optional
@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from genq import ActiveJob, Queue, RetryJobError, TerminalJobError
-from providers.limits import note_rate_limit
+from genq_contract.payload import GenerationPayload
+from genq_contract.routing import ProviderConfig, Routing, RoutingError, litellm_provider
+from providers import demo
+from providers.limits import DEFAULT_MAX_COOLDOWN, note_rate_limit
 from providers.litellm_adapter import stream_chat
-from providers.routing import ProviderConfig, Routing, RoutingError, litellm_provider
 from workers.coalesce import (
     DEFAULT_MAX_CHARS,
     DirectEmitter,
@@ -28,33 +29,6 @@ from workers.coalesce import (
     EmitStats,
     JobEmitter,
 )
-
-
-@dataclass(frozen=True)
-class GenerationRequest:
-    model: str
-    messages: list[dict[str, Any]]
-    params: dict[str, Any]
-
-    @classmethod
-    def from_payload(cls, payload: Any) -> GenerationRequest:
-        """Validates a job payload; a malformed one can never succeed, so it is terminal."""
-        if not isinstance(payload, Mapping):
-            raise TerminalJobError("payload must be an object with model and messages")
-        model = payload.get("model")
-        messages = payload.get("messages")
-        if messages is None and isinstance(payload.get("prompt"), str):
-            messages = [{"role": "user", "content": payload["prompt"]}]
-        params = payload.get("params") or {}
-        if not isinstance(model, str) or not model:
-            raise TerminalJobError("payload.model must be a non-empty string")
-        if not isinstance(messages, list) or not messages:
-            raise TerminalJobError("payload needs messages (a non-empty list) or a prompt")
-        if not all(isinstance(m, Mapping) and "role" in m for m in messages):
-            raise TerminalJobError("each message must be an object with a role")
-        if not isinstance(params, Mapping):
-            raise TerminalJobError("payload.params must be an object")
-        return cls(model, [dict(m) for m in messages], dict(params))
 
 
 @dataclass
@@ -68,6 +42,9 @@ class GenerationHandler:
     coalesce_window: float = 0.010
     coalesce_max_chars: int = DEFAULT_MAX_CHARS
     stats: EmitStats = field(default_factory=EmitStats)
+    demo_faults: bool = False
+    """The demo provider fails on request (``GENQ_DEMO_FAULTS``); never a request's choice."""
+    max_cooldown: float = DEFAULT_MAX_COOLDOWN
     batcher: EmitBatcher | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -87,7 +64,7 @@ class GenerationHandler:
         return self.batcher.open(job)
 
     async def __call__(self, job: ActiveJob) -> dict[str, Any]:
-        request = GenerationRequest.from_payload(job.payload)
+        request = GenerationPayload.parse(job.payload)
         try:
             self.routing.check_params(request.model, request.params)
             provider = self.routing.provider_of(request.model)
@@ -101,6 +78,7 @@ class GenerationHandler:
         params = dict(request.params)
         if litellm_provider(request.model) == "demo":
             params["demo_attempt"] = job.attempt  # lets demo faults hit chosen attempts only
+            params[demo.FAULTS_ENABLED] = self.demo_faults
 
         emitter = self._emitter(job)
         parts: list[str] = []
@@ -142,7 +120,7 @@ class GenerationHandler:
 
     async def _after_failure(self, emitter: JobEmitter, exc: Exception) -> None:
         """Pauses the provider after a 429, and shows watchers the text that did arrive."""
-        await note_rate_limit(self.queue, exc)
+        await note_rate_limit(self.queue, exc, self.max_cooldown)
         with contextlib.suppress(Exception):
             await emitter.aclose()
 

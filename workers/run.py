@@ -8,9 +8,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 from redis.asyncio.retry import Retry
@@ -25,12 +23,14 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from genq import Queue, Worker
+from genq import Queue, RedisClient, Worker
 from genq.connection import connect as connect_redis
 from workers.alerts import DeadLetterAlerts
 from workers.coalesce import EmitStats
 from workers.drain import Drain
 from workers.handler import GenerationHandler
+from workers.logs import configure as configure_logging
+from workers.logs import log_failure
 from workers.settings import WorkerSettings
 
 log = logging.getLogger("workers")
@@ -41,14 +41,14 @@ class WorkerProcess:
     """The workers of one process, for code that runs them in-process (tests, benchmarks)."""
 
     settings: WorkerSettings
-    redis: Any
+    redis: RedisClient
     queues: dict[str, Queue] = field(default_factory=dict)
     workers: dict[str, Worker] = field(default_factory=dict)
     handlers: dict[str, GenerationHandler] = field(default_factory=dict)
     stats: EmitStats = field(default_factory=EmitStats)
 
     @classmethod
-    def build(cls, settings: WorkerSettings, redis: Any) -> WorkerProcess:
+    def build(cls, settings: WorkerSettings, redis: RedisClient) -> WorkerProcess:
         routing = settings.routing()
         process = cls(settings, redis)
         for name in settings.selected_providers():
@@ -71,10 +71,14 @@ class WorkerProcess:
                 coalesce_window=settings.coalesce_window_ms / 1000,
                 coalesce_max_chars=settings.coalesce_max_chars,
                 stats=process.stats,
+                demo_faults=settings.demo_faults_enabled(),
+                max_cooldown=settings.max_cooldown,
             )
             process.queues[name] = queue
             process.handlers[name] = handler
-            process.workers[name] = queue.worker(handler, concurrency=provider.concurrency)
+            process.workers[name] = queue.worker(
+                handler, concurrency=provider.concurrency, on_error=log_failure
+            )
         return process
 
     async def start(self) -> None:
@@ -90,7 +94,7 @@ class WorkerProcess:
             await handler.aclose()
 
 
-def build_alerts(settings: WorkerSettings, redis: Any) -> DeadLetterAlerts | None:
+def build_alerts(settings: WorkerSettings, redis: RedisClient) -> DeadLetterAlerts | None:
     """The dead-letter alerts of this process, when ``GENQ_ALERT_WEBHOOK_URL`` is set.
 
     They watch every configured provider queue (not only the ones this process serves), so
@@ -118,7 +122,7 @@ def build_alerts(settings: WorkerSettings, redis: Any) -> DeadLetterAlerts | Non
     )
 
 
-def connect(settings: WorkerSettings) -> Any:
+def connect(settings: WorkerSettings) -> RedisClient:
     """The worker's Redis client.
 
     A dead connection fails after ``redis_socket_timeout`` instead of hanging forever, and a
@@ -138,7 +142,7 @@ def connect(settings: WorkerSettings) -> Any:
     )
 
 
-async def wait_for_redis(redis: Any, within: float) -> None:
+async def wait_for_redis(redis: RedisClient, within: float) -> None:
     """Pings until Redis answers (it may start after us), with jittered backoff."""
     retrying = AsyncRetrying(
         retry=retry_if_exception_type((RedisConnectionError, RedisTimeoutError, OSError)),
@@ -160,9 +164,7 @@ def freeze_heap() -> None:
     gc.freeze()
 
 
-async def serve(
-    settings: WorkerSettings, on_ready: Callable[[WorkerProcess], None] | None = None
-) -> None:
+async def serve(settings: WorkerSettings) -> None:
     """Runs the workers until SIGTERM/SIGINT, then drains them (see :mod:`workers.drain`)."""
     redis = connect(settings)
     drain = Drain(settings.drain_deadline)
@@ -184,8 +186,6 @@ async def serve(
                 process.queues[name].prefix,
                 worker.concurrency,
             )
-        if on_ready is not None:
-            on_ready(process)
         await drain.requested.wait()
         await drain.stop(list(process.workers.values()))
         if alerts is not None:
@@ -200,8 +200,5 @@ async def serve(
 def run_worker(settings: WorkerSettings | None = None) -> None:
     """The worker process's entry point; returns (exit 0) once drained after SIGTERM."""
     settings = settings or WorkerSettings()
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(settings.log_level)
     asyncio.run(serve(settings))

@@ -1,7 +1,7 @@
 """The worker process's settings, from ``GENQ_`` environment variables.
 
-Routing (models, providers, queue namespace, per-provider concurrency) comes from
-:class:`providers.routing.RoutingSettings`, shared with the gateway so both agree on the queues.
+What every process shares (Redis URL, routing, attempts, retention) comes from
+:class:`genq_contract.settings.CommonSettings`, so the gateway and the workers agree on them.
 """
 
 from __future__ import annotations
@@ -11,23 +11,16 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
-from providers.routing import RoutingSettings, split_list
+from genq_contract.routing import split_list
+from genq_contract.settings import CommonSettings
+from providers.limits import DEFAULT_MAX_COOLDOWN
 
 
-class WorkerSettings(RoutingSettings):
-    redis_url: str = "redis://127.0.0.1:6379/0"
-    """GENQ_REDIS_URL."""
+class WorkerSettings(CommonSettings):
     worker_providers: Annotated[list[str], NoDecode] = []
     """GENQ_WORKER_PROVIDERS: the providers this process serves (default: all configured)."""
     lease: float = Field(60.0, gt=0)
     """GENQ_LEASE: seconds a job stays ours without a heartbeat."""
-    result_ttl: float = Field(3600.0, gt=0)
-    """GENQ_RESULT_TTL: seconds a finished generation stays readable (same as the gateway's)."""
-    dead_ttl: float = Field(14 * 86400.0, gt=0)
-    """GENQ_DEAD_TTL: seconds a dead-lettered job (record, output, dead-set entry) is kept,
-    apart from GENQ_RESULT_TTL. Running and scheduled jobs never expire, whatever both say."""
-    max_attempts: int = Field(3, ge=1)
-    """GENQ_MAX_ATTEMPTS: the queue's default, for jobs enqueued without one."""
     backoff: float = Field(1.0, ge=0)
     """GENQ_BACKOFF: base of the exponential retry backoff (full jitter), seconds."""
     max_backoff: float = Field(60.0, ge=0)
@@ -46,6 +39,12 @@ class WorkerSettings(RoutingSettings):
     """GENQ_REDIS_SOCKET_TIMEOUT: a dead connection fails after this instead of hanging."""
     log_level: str = "INFO"
     """GENQ_LOG_LEVEL."""
+    demo_faults: bool | None = None
+    """GENQ_DEMO_FAULTS: the demo provider fails on request (``[demo:429]``, ``demo_fault``);
+    default: on in dev mode (GENQ_DEV), off otherwise (see ``providers.demo``)."""
+    max_cooldown: float = Field(DEFAULT_MAX_COOLDOWN, ge=0)
+    """GENQ_MAX_COOLDOWN: the longest queue-wide pause one provider 429 can cause, seconds (the
+    job that got it still waits its whole Retry-After); 0 = a 429 never pauses the queue."""
     startup_timeout: float = Field(60.0, gt=0)
     """GENQ_STARTUP_TIMEOUT: how long to wait for Redis at start before giving up."""
 
@@ -65,6 +64,9 @@ class WorkerSettings(RoutingSettings):
         if self.alert_webhook_url and not self.alert_webhook_secret:
             raise ValueError("GENQ_ALERT_WEBHOOK_SECRET is required with GENQ_ALERT_WEBHOOK_URL")
         return self
+
+    def demo_faults_enabled(self) -> bool:
+        return self.dev if self.demo_faults is None else self.demo_faults
 
     def alert_queue_prefix(self) -> str:
         return self.alert_queue or f"{self.queue_namespace}-alerts"

@@ -4,39 +4,54 @@
 ``Last-Event-ID`` (sent by a reconnecting EventSource) and ``?after=``. The stream ends after
 the terminal event; a request whose cursor is already there gets 204, which stops EventSource
 from reconnecting. A client that goes away only stops watching: the generation goes on.
+
+What one client may hold: a cursor must be an entry id in ASCII digits (400 otherwise), and one
+past the stream's newest entry is clamped to it; a tenant holds at most
+``tenant_max_streams`` streams per gateway process (429 beyond); a client that does not take a
+write for ``sse_send_timeout`` is dropped; and every stream ends cleanly after
+``sse_max_duration``, when its client resumes from its ``Last-Event-ID``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import random
-import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 from sse_starlette import EventSourceResponse
+from sse_starlette.sse import SendTimeoutError
+from starlette.types import Receive, Scope, Send
 
 from genq import TERMINAL
+from genq.events import check_cursor
 
-from ..deps import GatewayDep, JobId, JobTenantDep, load_owned_job
+from ..deps import GatewayDep, JobId, JobTenantDep, OwnedJob, load_owned_job
 from ..errors import BadRequest
 from ..schemas import ERRORS
-from ..tail import Entry, Tail, ViewerLagged, order_of
+from ..tail import CursorRefused, Tail, ViewerLagged, order_of
+
+log = logging.getLogger("gateway.events")
 
 router = APIRouter(tags=["generations"], responses=ERRORS)
 
 KEEPALIVE = b": ping\n\n"
-_EVENT_ID = re.compile(r"^(0|\d{1,20}-\d{1,20})$")
-_MAX_ID_PART = 2**64 - 1
+REFUSED = b": Redis refused this stream's cursor\n\n"
 
 
 def parse_cursor(value: str | None, source: str) -> str | None:
     """A stream entry id (``<ms>-<seq>``, or ``0`` for the start); 400 for anything else."""
     if value is None or value == "":
         return None
-    if not _EVENT_ID.match(value) or any(int(p) > _MAX_ID_PART for p in value.split("-")):
-        raise BadRequest(f"malformed {source} {value[:60]!r}: expected an event id '<ms>-<seq>'")
+    try:
+        check_cursor(value)
+    except ValueError:
+        raise BadRequest(
+            f"malformed {source} {value[:60]!r}: expected an event id '<ms>-<seq>'"
+        ) from None
     return "0-0" if value == "0" else value
 
 
@@ -71,32 +86,80 @@ async def generation_events(
         parse_cursor(after, "?after="), parse_cursor(last_event_id, "Last-Event-ID")
     )
     owned = await load_owned_job(gateway, job_id, tenant)
-    if owned.job.status in TERMINAL:
-        queue = owned.queue
-        raw = await queue.redis.xrevrange(queue.keys.events(job_id), count=1)
-        last = Entry.from_redis(*raw[0]) if raw else None
-        if last is None or (cursor is not None and order_of(cursor) >= last.order):
-            return Response(status_code=204)
-    retry_ms = int(gateway.settings.sse_retry_ms * random.uniform(0.5, 1.5))
+    ended, cursor = await _start(owned, cursor)
+    if ended:
+        return Response(status_code=204)
+    settings = gateway.settings
+    release = gateway.streams.take(tenant)
+    retry_ms = int(settings.sse_retry_ms * random.uniform(0.5, 1.5))
     # ping=0: the shared tail already sends keepalives, only to quiet streams and spread out.
-    return EventSourceResponse(
-        _stream(gateway.tails[owned.provider], job_id, cursor, retry_ms),
+    return _SlotResponse(
+        _stream(gateway.tails[owned.provider], job_id, cursor, retry_ms, settings.sse_max_duration),
+        release,
         ping=0,
+        send_timeout=settings.sse_send_timeout,
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
 
 
+async def _start(owned: OwnedJob, cursor: str | None) -> tuple[bool, str | None]:
+    """(already at the terminal event, the cursor to follow from).
+
+    A cursor past the stream's newest entry names no event the client can have seen (a
+    stream's ids only grow): it is clamped to that entry, so the client gets what comes next."""
+    finished = owned.job.status in TERMINAL
+    if cursor is None and not finished:
+        return False, None
+    last = await owned.queue.last_event(owned.job.id)
+    newest = last.id if last else "0-0"
+    past_end = cursor is not None and order_of(cursor) >= order_of(newest)
+    if finished and (last is None or past_end):
+        return True, cursor
+    return False, newest if past_end else cursor
+
+
+class _SlotResponse(EventSourceResponse):
+    """An event stream holding one of its tenant's stream slots until it ends, however it
+    ends; a slow reader's send timeout ends it quietly rather than with a traceback."""
+
+    def __init__(self, content: AsyncIterator[bytes], release: Callable[[], None], **kw: object):
+        super().__init__(content, **kw)  # type: ignore[arg-type]
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except SendTimeoutError:
+            log.info("closed an event stream: its client took no data for %ss", self.send_timeout)
+        finally:
+            self._release()
+
+
 async def _stream(
-    tail: Tail, job_id: str, cursor: str | None, retry_ms: int
+    tail: Tail, job_id: str, cursor: str | None, retry_ms: int, max_duration: float
 ) -> AsyncIterator[bytes]:
-    """SSE bytes: ``retry:`` first, then each batch as one write (an empty one: keepalive)."""
+    """SSE bytes: ``retry:`` first, then each batch as one write (an empty one: keepalive).
+
+    After ``max_duration`` the stream ends between two events; the client reconnects after
+    ``retry:`` and resumes from its last event id."""
     yield f"retry: {retry_ms}\n\n".encode()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_duration
     try:
         async with contextlib.aclosing(tail.follow(job_id, cursor)) as batches:
-            async for batch in batches:
+            while True:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        batch = await anext(batches)
+                except (StopAsyncIteration, TimeoutError):
+                    return
                 if not batch:
                     yield KEEPALIVE
                 else:
                     yield batch[0].sse if len(batch) == 1 else b"".join([e.sse for e in batch])
+                if loop.time() >= deadline:
+                    return
     except ViewerLagged:
         return  # the client reconnects with Last-Event-ID and catches up from Redis
+    except CursorRefused:
+        yield REFUSED

@@ -6,9 +6,9 @@ import asyncio
 import contextlib
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 
-from genq import TERMINAL, Job, JobStatus
+from genq import TERMINAL, Event, Job, JobStatus
 
 from ..deps import (
     GatewayDep,
@@ -17,7 +17,9 @@ from ..deps import (
     OwnedJob,
     PrincipalDep,
     load_owned_job,
+    tenant_of,
 )
+from ..disconnect import unless_disconnected
 from ..errors import NotFound
 from ..records import events_url, to_generation
 from ..schemas import (
@@ -30,7 +32,7 @@ from ..schemas import (
     WatchToken,
 )
 from ..submit import submit
-from ..tail import Entry, Tail, cancel_and_wait
+from ..tail import Tail, cancel_and_wait
 
 router = APIRouter(prefix="/v1/generations", tags=["generations"], responses=ERRORS)
 
@@ -104,15 +106,20 @@ async def generation_result(
     job_id: JobId,
     gateway: GatewayDep,
     principal: PrincipalDep,
+    request: Request,
     response: Response,
     timeout: Annotated[
         float, Query(ge=0, le=3600, description="Seconds to wait; capped by the server")
     ] = 30.0,
-) -> Generation:
+) -> Generation | Response:
     """Waits for the generation to finish: 200 with the terminal record (completed, failed or
-    cancelled alike), or 202 with the current record when the timeout passed first."""
+    cancelled alike), or 202 with the current record when the timeout passed first. A tenant
+    holds at most ``GENQ_TENANT_MAX_WAITS`` waits at once (429 beyond)."""
     owned = await load_owned_job(gateway, job_id, principal.tenant)
-    job = await _wait_for_end(gateway, owned, min(timeout, gateway.settings.max_wait))
+    wait = _wait_for_end(gateway, owned, min(timeout, gateway.settings.max_wait))
+    answered, job = await unless_disconnected(request, wait)
+    if not answered or job is None:  # the client hung up: free its wait at once
+        return Response(status_code=499)
     if job.status not in TERMINAL:
         response.status_code = 202
     return to_generation(job)
@@ -128,7 +135,7 @@ async def new_watch_token(
     return WatchToken(watch_token=token, expires_at=expires)
 
 
-async def _until_terminal(tail: Tail, job_id: str, last: Entry | None) -> None:
+async def _until_terminal(tail: Tail, job_id: str, last: Event | None) -> None:
     async with contextlib.aclosing(tail.follow(job_id, last.id if last else "0-0")) as batches:
         async for batch in batches:
             if batch and batch[-1].terminal:
@@ -140,14 +147,15 @@ async def _wait_for_end(gateway: GatewayDep, owned: OwnedJob, timeout: float) ->
     if owned.job.status in TERMINAL or timeout <= 0:
         return owned.job
     queue, job_id = owned.queue, owned.job.id
-    raw = await queue.redis.xrevrange(queue.keys.events(job_id), count=1)
-    last = Entry.from_redis(*raw[0]) if raw else None
+    last = await queue.last_event(job_id)
     if last is None or not last.terminal:  # else it finished since the record was read
-        waiter = asyncio.create_task(_until_terminal(gateway.tails[owned.provider], job_id, last))
-        try:
-            await asyncio.wait({waiter}, timeout=timeout)
-        finally:
-            await cancel_and_wait(waiter)
+        with gateway.waits.hold(str(tenant_of(owned.job))):  # 429 past the tenant's cap
+            tail = gateway.tails[owned.provider]
+            waiter = asyncio.create_task(_until_terminal(tail, job_id, last))
+            try:
+                await asyncio.wait({waiter}, timeout=timeout)
+            finally:
+                await cancel_and_wait(waiter)
     job = await queue.get(job_id)
     if job is None:
         raise NotFound("generation not found")

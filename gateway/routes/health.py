@@ -7,9 +7,9 @@ import asyncio
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 
-from ..deps import GatewayDep
+from ..deps import BearerDep, GatewayDep, admin_principal, current_principal
 from ..metrics import refresh
-from ..schemas import ModelList, PublicConfig, Status
+from ..schemas import PublicConfig, Status
 
 router = APIRouter()
 
@@ -39,16 +39,13 @@ async def readyz(gateway: GatewayDep) -> Response:
 
 
 @router.get("/metrics", tags=["health"], response_class=Response)
-async def metrics(gateway: GatewayDep) -> Response:
-    """Prometheus text format."""
+async def metrics(gateway: GatewayDep, credentials: BearerDep) -> Response:
+    """Prometheus text format. Takes an admin key (Bearer) unless ``GENQ_METRICS_PUBLIC=1``:
+    it tells queue depths and counts, and each scrape reads Redis."""
+    if not gateway.settings.metrics_public:
+        await admin_principal(await current_principal(gateway, credentials))
     await refresh(gateway.metrics, gateway.queues, gateway.tails)
     return Response(gateway.metrics.render(), media_type="text/plain; version=0.0.4")
-
-
-@router.get("/v1/models", response_model=ModelList, tags=["models"])
-async def list_models(gateway: GatewayDep) -> ModelList:
-    """The model allow-list (``<provider>/*`` entries allow any model of that provider)."""
-    return ModelList(models=gateway.queues.routing.allowed_models)
 
 
 @router.get("/v1/config", response_model=PublicConfig, tags=["models"])

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Path, Query
 from genq import Queue
 
 from ..deps import AdminDep, Gateway, GatewayDep, JobId, tenant_of
-from ..errors import NotFound
+from ..errors import BadRequest, NotFound
 from ..history import STEP
 from ..records import to_generation
 from ..schemas import (
@@ -60,6 +60,18 @@ async def queue_stats(name: QueueName, gateway: GatewayDep, _: AdminDep) -> Queu
     return await _stats(gateway, name, gateway.queues.by_provider(name))
 
 
+@router.delete("/v1/queues/{name}/cooldown", response_model=QueueStatsOut)
+async def clear_cooldown(
+    name: QueueName, gateway: GatewayDep, principal: AdminDep
+) -> QueueStatsOut:
+    """Ends the queue's cooldown (the pause after a provider's 429) now, so its jobs run again
+    at once; answers the queue's stats. Audited (count 1 when a cooldown was in force)."""
+    queue = gateway.queues.by_provider(name)
+    remaining = await queue.clear_cooldown()
+    await gateway.audit.record(principal.actor, "clear_cooldown", name, int(remaining > 0), [])
+    return await _stats(gateway, name, queue)
+
+
 @router.get("/v1/queues/{name}/history", response_model=QueueHistory)
 async def queue_history(name: QueueName, gateway: GatewayDep, _: AdminDep) -> QueueHistory:
     """The last 24 hours in half-hour steps, oldest first: peak depth and longest wait."""
@@ -97,13 +109,24 @@ async def list_dead(
     gateway: GatewayDep,
     _: AdminDep,
     count: Annotated[int, Query(ge=1, le=500)] = 20,
-    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+    cursor: Annotated[
+        str | None, Query(max_length=300, description="next_cursor of the previous page")
+    ] = None,
 ) -> DeadList:
-    """Dead-lettered generations, newest first, with why they died."""
+    """Dead-lettered generations, newest first, with why they died. Page with ``next_cursor``:
+    entries that die, are retried or purged meanwhile never shift a page."""
     queue = gateway.queues.by_provider(name)
-    entries = await queue.dead_entries(count=count, offset=offset)
+    try:
+        page = await queue.dead_page(count=count, cursor=cursor or None)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
     total = (await queue.stats()).dead
-    return DeadList(queue=name, total=total, entries=[DeadEntryOut(**vars(e)) for e in entries])
+    return DeadList(
+        queue=name,
+        total=total,
+        entries=[DeadEntryOut(**vars(e)) for e in page.entries],
+        next_cursor=page.next_cursor,
+    )
 
 
 @router.post("/v1/queues/{name}/dead/{job_id}/retry", response_model=Done)
@@ -145,7 +168,8 @@ async def purge_dead(
 async def audit_log(
     gateway: GatewayDep, _: AdminDep, limit: Annotated[int, Query(ge=1, le=1000)] = 50
 ) -> AuditLog:
-    """Retries and purges of dead generations, newest first: who, what, how many."""
+    """Operators' actions, newest first: who, what, how many (retries and purges of dead
+    generations, cooldowns cleared)."""
     entries = await gateway.audit.recent(limit)
     return AuditLog(entries=[AuditEntryOut(**vars(e)) for e in entries])
 

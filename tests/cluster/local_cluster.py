@@ -1,7 +1,7 @@
 """A throwaway Redis Cluster on loopback: N masters, no replicas.
 
 ``LocalCluster(masters=3)`` starts N ``redis-server --cluster-enabled yes`` processes through
-:class:`gateway.embedded_redis.EmbeddedRedis` (each tied to this process by PDEATHSIG, so a
+:class:`genq_cli.embedded_redis.EmbeddedRedis` (each tied to this process by PDEATHSIG, so a
 killed test run leaves no orphans), gives each an even share of the 16384 slots, joins them,
 and waits until every node reports ``cluster_state:ok`` and sees the same slot map.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import redis
 
-from gateway.embedded_redis import EmbeddedRedis, free_port, valkey_binary
+from genq_cli.embedded_redis import EmbeddedRedis, free_port, valkey_binary
 
 SLOTS = 16384
 ENV_BINARY = "GENQ_TEST_REDIS_SERVER"

@@ -345,6 +345,13 @@ async def test_cluster_dead_letters_retry_dead_and_purge(
         entries = {e.id: e for e in await q.dead_entries()}
         assert entries[job.id].reason == "terminal" and entries[job.id].attempts == 1
         assert entries[job.id].error == "model not found"
+        first = await q.dead_page(count=1)
+        assert first.next_cursor is not None
+        second = await q.dead_page(count=1, cursor=first.next_cursor)
+        assert second.next_cursor is None
+        assert {*first.entries, *second.entries} == {*entries.values()}
+        last = await q.last_event(job.id)
+        assert last is not None and (last.type, last.data) == ("failed", "model not found")
         assert (await q.stats()).dead == 2
         record = await q.get(job.id)
         assert record is not None and record.status is JobStatus.FAILED

@@ -18,6 +18,7 @@ from genq.connection import connect
 from tests.cluster.local_cluster import LocalCluster
 from tests.cluster.support import node_client, slot_of
 from tests.gateway.conftest import (
+    KEY_ADMIN,
     KEY_ALPHA,
     PROVIDERS,
     LiveGateway,
@@ -112,5 +113,37 @@ async def test_gateway_on_cluster_streams_cancels_and_waits_on_every_node(
                     assert {port: readers[port] for port in ports} == dict.fromkeys(ports, 1)
                     assert sum(readers.values()) == len(ports)
             script.open_all_gates()
+    finally:
+        await client.aclose()
+
+
+async def test_gateway_history_on_cluster_reports_sampled_buckets(
+    cluster: LocalCluster, cluster_url: str
+) -> None:
+    namespace, _ = namespace_across_nodes(cluster)
+    client = connect(cluster_url)
+    try:
+        queue = Queue(client, prefix=f"{namespace}:demo")
+        for _ in range(3):
+            await queue.enqueue({"prompt": "waits: no worker runs"})
+        with LiveGateway(make_settings(cluster_url, namespace)) as live:  # samples every 0.1 s
+            async with client_for(live, KEY_ADMIN) as admin:
+                async with asyncio.timeout(10):
+                    while True:
+                        answer = await admin.get("/v1/queues/demo/history")
+                        assert answer.status_code == 200, answer.text
+                        history = answer.json()
+                        if history["buckets"][-1]["peak_depth"] == 3:
+                            break
+                        await asyncio.sleep(0.1)
+                other = (await admin.get("/v1/queues/other/history")).json()
+        now = await queue.server_time()
+        buckets = history["buckets"]
+        assert (history["queue"], history["step"], len(buckets)) == ("demo", 1800, 48)
+        assert buckets[-1]["start"] == int(now) - int(now) % 1800  # on the server's clock
+        assert buckets[-1]["longest_wait"] is not None and buckets[-1]["longest_wait"] >= 0
+        assert [b["start"] for b in buckets] == [buckets[0]["start"] + 1800 * i for i in range(48)]
+        assert all(b["peak_depth"] == 0 for b in buckets[:-1])
+        assert [b["peak_depth"] for b in other["buckets"]] == [0] * 48
     finally:
         await client.aclose()

@@ -11,8 +11,8 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import SSLConnection
 from redis.crc import key_slot
 
-from gateway.embedded_redis import free_port
 from genq.connection import DEFAULTS, connect, is_cluster_url
+from genq_cli.embedded_redis import free_port
 from tests.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.timeout(30)

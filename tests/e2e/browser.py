@@ -36,8 +36,8 @@ from urllib.parse import parse_qs, urlparse
 import httpx
 import pytest
 
-from gateway.embedded_redis import free_port
 from genq.keys import Keys
+from genq_cli.embedded_redis import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
@@ -107,13 +107,14 @@ class Proc:
     env: dict[str, str]
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
+    cwd: Path = ROOT
 
     def start(self) -> Proc:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 self.args,
-                cwd=ROOT,
+                cwd=self.cwd,
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -166,6 +167,8 @@ class Stack:
     port: int = field(default_factory=free_port)
     gateway: Proc | None = None
     workers: list[Proc] = field(default_factory=list)
+    gateway_log_level: str = "warning"
+    """uvicorn's ``--log-level``; ``info`` and below also write the access log."""
 
     @property
     def base_url(self) -> str:
@@ -198,7 +201,7 @@ class Stack:
             "--port",
             str(self.port),
             "--log-level",
-            "warning",
+            self.gateway_log_level,
         ]
         self.gateway = Proc("gateway", args, self.env(), self.log_dir / "gateway.log").start()
         deadline = time.monotonic() + timeout
@@ -262,7 +265,7 @@ class Stack:
         return dict(response.json())
 
     def queue_prefix(self, provider: str) -> str:
-        """A provider's genq queue prefix: ``<namespace>:<provider>`` (providers.routing)."""
+        """A provider's genq queue prefix: ``<namespace>:<provider>`` (genq_contract.routing)."""
         return f"{self.namespace}:{provider}"
 
     def job_keys(self, provider: str) -> list[str]:
@@ -278,10 +281,18 @@ class Stack:
 
 
 @contextlib.contextmanager
-def running_stack(redis_url: str, test_name: str, workers: int = 1, **env: str) -> Iterator[Stack]:
+def running_stack(
+    redis_url: str,
+    test_name: str,
+    workers: int = 1,
+    gateway_log_level: str = "warning",
+    **env: str,
+) -> Iterator[Stack]:
     log_dir = LOGS / safe_name(test_name)
     shutil.rmtree(log_dir, ignore_errors=True)
-    stack = Stack(redis_url=redis_url, log_dir=log_dir, extra_env=env)
+    stack = Stack(
+        redis_url=redis_url, log_dir=log_dir, extra_env=env, gateway_log_level=gateway_log_level
+    )
     try:
         stack.start_gateway()
         for _ in range(workers):

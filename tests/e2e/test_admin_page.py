@@ -109,8 +109,8 @@ def test_admin_page_shows_a_job_and_its_events_live(
 
     page.fill("#job-id-input", live)
     page.click("#job-form button")
-    page.wait_for_function(
-        "document.getElementById('job-text').textContent.trim().split(/\\s+/).length >= 5"
+    page.wait_for_function(  # a function, not an expression: the page's CSP forbids eval
+        "() => document.getElementById('job-text').textContent.trim().split(/\\s+/).length >= 5"
     )
     expect(page.locator("#job-live")).to_have_text("(live)")
     expect(record).to_contain_text("active")

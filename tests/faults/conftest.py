@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.embedded_redis import EmbeddedRedis
+from genq_cli.embedded_redis import EmbeddedRedis
 from tests.fakes.litellm_warnings import ignore_litellm_warnings
 from tests.faults.support import WorkerProcess, spawn_worker_process
 

@@ -13,8 +13,8 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from gateway.embedded_redis import die_with_parent
 from genq import ActiveJob, Event, JobNotFoundError, Queue
+from genq_cli.embedded_redis import die_with_parent
 from tests.processes import WorkerProcess
 
 ROOT = Path(__file__).resolve().parents[2]

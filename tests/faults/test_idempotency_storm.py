@@ -95,6 +95,6 @@ async def test_same_idempotency_key_from_50_clients_and_after_a_gateway_restart(
     assert int(await redis.get(queue.keys.seq)) == 1  # one job was ever created
     jobs = [k async for k in redis.scan_iter(match=f"{{{prefix}:demo}}:job:*")]
     assert len(jobs) == 1
-    in_flight = await redis.zrange(settings.key("inflight:alpha"), 0, -1)
+    in_flight = await redis.zrange(settings.keys.in_flight("alpha"), 0, -1)
     assert [m.decode() for m in in_flight] in ([], [job_id])  # no loser's slot left held
     await check_invariants(queue, [job_id], views={job_id: [viewer.events]})

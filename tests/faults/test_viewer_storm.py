@@ -26,8 +26,8 @@ import httpx
 import pytest
 
 from gateway.auth import hash_key
-from gateway.embedded_redis import die_with_parent, free_port
 from genq import ActiveJob, Event, Queue, RetryJobError, visible_text
+from genq_cli.embedded_redis import die_with_parent, free_port
 from tests.faults.invariants import check_invariants
 from tests.faults.support import ROOT, Viewer
 

@@ -23,9 +23,9 @@ import uvicorn
 from gateway.app import create_app
 from gateway.auth import hash_key
 from gateway.deps import Gateway
-from gateway.embedded_redis import free_port
 from gateway.settings import Settings
 from genq import ActiveJob, Queue, RetryJobError, TerminalJobError
+from genq_cli.embedded_redis import free_port
 
 SECRET = "test-secret-for-watch-tokens-0123456789"
 KEY_ALPHA = "key-alpha-7f3a9c"

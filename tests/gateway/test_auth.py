@@ -7,9 +7,9 @@ import time
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.auth import Authenticator, KeyStore, WatchTokens, hash_key
+from gateway.auth import Authenticator, KeyStore, WatchTokens
 from gateway.errors import Unauthorized
-from gateway.settings import KeyGrant
+from genq_contract.api_keys import KeyGrant, hash_key
 from tests.gateway.conftest import SECRET
 
 

@@ -12,16 +12,17 @@ import time
 import httpx
 
 from gateway.auth import hash_key
-from gateway.embedded_redis import free_port
+from genq_cli.embedded_redis import free_port
 from tests.gateway.conftest import KEY_ALPHA, SECRET
 
-# `python -m gateway.cli` is what the `genq` console script runs (pyproject: gateway.cli:app).
-GENQ = [sys.executable, "-m", "gateway.cli"]
+# `python -m genq_cli` is what the `genq` console script runs (pyproject: genq_cli.main:app).
+GENQ = [sys.executable, "-m", "genq_cli"]
 
 
 def _env(redis_url: str, prefix: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GENQ_")}
     env.update(GENQ_REDIS_URL=redis_url, GENQ_QUEUE_NAMESPACE=prefix, GENQ_SECRET=SECRET)
+    env["GENQ_MODELS"] = "demo/fast"  # production's default allow-list has no demo models
     return env
 
 

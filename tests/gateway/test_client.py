@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from gateway.client import APIError, AsyncClient, Client
-from gateway.embedded_redis import free_port
+from genq_cli.embedded_redis import free_port
+from genq_client import APIError, AsyncClient, Client
 from tests.gateway.conftest import KEY_ALPHA, LiveGateway, Script, make_settings
 
 

@@ -8,7 +8,7 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.client import AsyncClient
+from genq_client import AsyncClient
 from tests.gateway.conftest import (
     KEY_ALPHA,
     LiveGateway,
@@ -259,3 +259,59 @@ async def test_events_quiet_stream_sends_comment_keepalives(redis_url: str, pref
                     if line.startswith(":"):
                         break
                     assert line == "", line
+
+
+# -- issue 17: what one viewer's cursor may do to the others ------------------------------------
+
+BAD_CURSORS = ["\u0661-\u0661", "\u0661", "1-1\n", "0\n", "1\u0660-0", "18446744073709551616-0"]
+
+
+async def test_events_unicode_digit_cursor_is_400_and_tail_keeps_flowing(
+    alpha: httpx.AsyncClient, beta: httpx.AsyncClient, script: Script, live: LiveGateway
+) -> None:
+    """Finding 1: a cursor Redis would refuse (Unicode digits, a trailing newline, past 2^64)
+    is 400 at the door, and another tenant's viewer of the same queue keeps receiving."""
+    theirs = await create(beta, metadata={"gate": "others", "chunks": 3})
+    watching = asyncio.create_task(read_stream(beta, theirs["id"]))
+    await wait_until(lambda: live.gateway.tails["demo"].viewers == 1)
+
+    mine = await create(alpha, delay_ms=60_000)
+    url = f"/v1/generations/{mine['id']}/events"
+    for cursor in BAD_CURSORS:
+        response = await alpha.get(url, params={"after": cursor})
+        assert response.status_code == 400, (cursor, response.text)
+        assert "malformed" in response.json()["detail"]
+        if "\n" not in cursor:  # a header cannot carry a newline at all
+            header = await alpha.get(url, headers={"Last-Event-ID": cursor.encode()})
+            assert header.status_code == 400, (cursor, header.text)
+
+    script.gate("others").set()
+    stream = await asyncio.wait_for(watching, 5)
+    assert [e.event for e in stream.events] == ["chunk"] * 3 + ["completed"]
+
+
+async def test_events_future_cursor_is_clamped_and_never_delays_a_result_wait(
+    alpha: httpx.AsyncClient, script: Script, live: LiveGateway
+) -> None:
+    """Finding 7: holding ``?after=99999999999999-0`` open on a job made a result wait on the
+    same job run to its full timeout. The cursor is clamped to the stream's newest entry."""
+    created = await create(alpha, metadata={"gate": "future", "gate_at": 1, "chunks": 3})
+    await asyncio.wait_for(script.started_event(created["id"]).wait(), 5)
+    first = await read_stream(alpha, created["id"], limit=1)
+    future = asyncio.create_task(
+        read_stream(alpha, created["id"], params={"after": "99999999999999-0"})
+    )
+    await wait_until(lambda: live.gateway.tails["demo"].viewers == 1)
+    result = asyncio.create_task(
+        alpha.get(f"/v1/generations/{created['id']}/result", params={"timeout": 20})
+    )
+    await wait_until(lambda: live.gateway.tails["demo"].viewers == 2)
+    started = asyncio.get_running_loop().time()
+    script.gate("future").set()
+
+    response = await asyncio.wait_for(result, 10)
+    assert response.status_code == 200 and response.json()["status"] == "completed"
+    assert asyncio.get_running_loop().time() - started < 5
+    clamped = await asyncio.wait_for(future, 5)
+    assert [e.event for e in clamped.events] == ["chunk", "chunk", "completed"]
+    assert clamped.events[0].id > first.events[0].id

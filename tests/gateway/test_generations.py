@@ -9,6 +9,7 @@ import httpx
 import redis.asyncio as aioredis
 
 from tests.gateway.conftest import (
+    KEY_ADMIN,
     KEY_ALPHA,
     KEY_BETA,
     LiveGateway,
@@ -220,7 +221,8 @@ async def test_generation_enqueue_rate_is_limited_per_tenant(redis_url: str, pre
             assert "rate limit" in codes[2].json()["detail"]
             other = await beta.post("/v1/generations", json={"model": "demo/fast", "prompt": "x"})
             assert other.status_code == 202
-            metrics = (await alpha.get("/metrics")).text
+            async with client_for(live, KEY_ADMIN) as admin:
+                metrics = (await admin.get("/metrics")).text
             assert 'genq_requests_limited_total{limit="rate"} 1.0' in metrics
 
 

@@ -7,8 +7,8 @@ import asyncio
 import httpx
 import redis.asyncio as aioredis
 
-from gateway.embedded_redis import free_port
-from gateway.metrics import PROVIDER_429_COUNTER
+from genq_cli.embedded_redis import free_port
+from genq_contract.keys import provider_429_counter
 from tests.gateway.conftest import (
     KEY_ALPHA,
     LiveGateway,
@@ -42,7 +42,7 @@ async def test_health_not_ready_without_redis_and_no_500s(prefix: str) -> None:
 
 async def test_metrics_report_queues_viewers_and_counters(
     alpha: httpx.AsyncClient,
-    anon: httpx.AsyncClient,
+    admin: httpx.AsyncClient,
     live: LiveGateway,
     redis: aioredis.Redis,
     prefix: str,
@@ -52,9 +52,9 @@ async def test_metrics_report_queues_viewers_and_counters(
     watching = asyncio.create_task(read_stream(alpha, waiting["id"]))
     await wait_until(lambda: live.gateway.tails["demo"].viewers == 1)
     queue = queue_for(redis, prefix)
-    await redis.incrby(queue.keys.extra(PROVIDER_429_COUNTER), 3)
+    await redis.incrby(provider_429_counter(queue.keys), 3)
 
-    text = (await anon.get("/metrics")).text
+    text = (await admin.get("/metrics")).text
     for line in (
         'genq_enqueued_total{queue="demo"} 1.0',
         'genq_deduplicated_total{queue="demo"} 1.0',
@@ -69,13 +69,19 @@ async def test_metrics_report_queues_viewers_and_counters(
 
     await alpha.post(f"/v1/generations/{waiting['id']}/cancel")
     await asyncio.wait_for(watching, 5)
-    text = (await anon.get("/metrics")).text
+    text = (await admin.get("/metrics")).text
     assert 'genq_cancel_requests_total{queue="demo"} 1.0' in text
     assert 'genq_sse_viewers{queue="demo"} 0.0' in text
 
 
 async def test_models_lists_the_allow_list(anon: httpx.AsyncClient) -> None:
-    assert (await anon.get("/v1/models")).json() == {"models": ["demo/fast", "other/model"]}
+    assert (await anon.get("/v1/models")).json() == {
+        "object": "list",
+        "data": [
+            {"id": "demo/fast", "object": "model", "created": 0, "owned_by": "demo"},
+            {"id": "other/model", "object": "model", "created": 0, "owned_by": "other"},
+        ],
+    }
 
 
 async def test_config_shows_dev_keys_only_in_dev_mode(
@@ -124,11 +130,3 @@ async def test_cors_allows_only_listed_origins(redis_url: str, prefix: str) -> N
             assert allowed.status_code == 200
             assert allowed.headers["access-control-allow-origin"] == "https://app.example"
             assert "access-control-allow-origin" not in refused.headers
-
-
-def test_metrics_read_the_429_counter_the_workers_write() -> None:
-    """The gateway cannot import providers.limits (it pulls in LiteLLM), so the counter's name
-    is written twice; this keeps the two in step."""
-    from providers.limits import RATE_LIMITED_COUNTER
-
-    assert PROVIDER_429_COUNTER == RATE_LIMITED_COUNTER

@@ -9,7 +9,7 @@ import sys
 def test_import_gateway_leaves_litellm_out() -> None:
     code = (
         "import sys\n"
-        "import gateway.app, gateway.cli, gateway.client\n"
+        "import gateway.app, genq_cli.main, genq_client\n"
         "import os; os.environ['GENQ_DEV'] = '1'\n"
         "gateway.app.create_app()\n"
         "print('litellm' in sys.modules, any(m.startswith('litellm.') for m in sys.modules))\n"

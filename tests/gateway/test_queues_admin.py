@@ -110,3 +110,25 @@ async def test_queues_unknown_names_and_ids_are_404(admin: httpx.AsyncClient) ->
     missing = await admin.post("/v1/queues/demo/dead/demo.nothing/retry")
     assert missing.status_code == 404
     assert "no dead generation" in missing.json()["detail"]
+
+
+async def test_queues_dead_letters_page_with_a_cursor(
+    alpha: httpx.AsyncClient, admin: httpx.AsyncClient, script: Script
+) -> None:
+    doomed = [await create(alpha, metadata={"fail": f"bad input {i}"}) for i in range(3)]
+    for job in doomed:
+        await alpha.get(f"/v1/generations/{job['id']}/result", params={"timeout": 10})
+
+    first = (await admin.get("/v1/queues/demo/dead", params={"count": 2})).json()
+    assert (len(first["entries"]), first["total"]) == (2, 3)
+    assert first["next_cursor"]
+    purged = first["entries"][-1]["id"]  # the cursor's own entry goes away meanwhile
+    assert (await admin.post("/v1/queues/demo/dead/purge", json={"ids": [purged]})).is_success
+    params = {"count": 2, "cursor": first["next_cursor"]}
+    second = (await admin.get("/v1/queues/demo/dead", params=params)).json()
+    assert second["next_cursor"] is None
+    listed = [e["id"] for e in first["entries"] + second["entries"]]
+    assert sorted(listed) == sorted(j["id"] for j in doomed)
+
+    bad = await admin.get("/v1/queues/demo/dead", params={"cursor": "not-a-cursor"})
+    assert bad.status_code == 400 and "cursor" in bad.json()["detail"]

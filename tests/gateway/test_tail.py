@@ -15,7 +15,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from gateway.readers import ReaderLink
-from gateway.tail import Tail, ViewerLagged
+from gateway.tail import CursorRefused, Tail, ViewerLagged
 from genq import Keys
 
 
@@ -217,3 +217,46 @@ async def test_tail_quiet_stream_gets_keepalive_batches(redis_url: str, prefix: 
             assert [e.id for e in batch] == [entry]
         finally:
             await follow.aclose()
+
+
+# -- issue 17: one viewer's cursor cannot stall the others -------------------------------------
+
+
+async def test_tail_cursor_refused_by_redis_ends_only_its_stream(
+    redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 1, second wall: should a cursor Redis refuses ever get past validation, the
+    shared XREAD fails; the tail finds the stream at fault and ends its viewers alone."""
+    monkeypatch.setattr("gateway.tail.check_cursor", lambda cursor: cursor)
+    async with rig(redis_url, prefix) as r:
+        await r.append("good")
+        good = asyncio.create_task(collect(r.tail, "good"))
+        await reader_blocked(r)
+
+        with pytest.raises(CursorRefused):
+            async with asyncio.timeout(5):
+                await collect(r.tail, "bad", "\u0661-\u0661")
+
+        await r.append("good")
+        last = await r.append("good", "completed", None)
+        seen = await asyncio.wait_for(good, 5)
+        assert len(seen) == 3 and seen[-1] == last
+        assert r.tail.streams == 0
+
+
+async def test_tail_future_cursor_does_not_hide_entries_from_later_viewers(
+    redis_url: str, prefix: str
+) -> None:
+    """Finding 7's cause: the first viewer's cursor became the shared read position, so a
+    cursor past the stream's end hid every new entry from viewers that joined later."""
+    async with rig(redis_url, prefix) as r:
+        before = await r.append("job")
+        future = asyncio.create_task(collect(r.tail, "job", "99999999999999-0"))
+        await reader_blocked(r)
+        later = asyncio.create_task(collect(r.tail, "job", before))
+        await asyncio.sleep(0.05)
+        ids = [await r.append("job"), await r.append("job", "completed", None)]
+
+        assert await asyncio.wait_for(later, 5) == ids
+        # Nothing after its own cursor exists: it ends with the stream, having seen nothing.
+        assert await asyncio.wait_for(future, 5) == []

@@ -97,3 +97,74 @@ async def test_dead_letters_are_announced_on_the_channel(queue, redis):
     notice = json.loads(message["data"])
     assert notice["id"] == job_id and notice["reason"] == "terminal"
     assert notice["error"] == "provider said 400" and notice["attempts"] == 1
+
+
+async def _page_through(queue, count, between=None):
+    """Every page of the listing in order; ``between(seen)`` runs before each next page."""
+    seen, cursor = [], None
+    while True:
+        page = await queue.dead_page(count=count, cursor=cursor)
+        seen.extend(page.entries)
+        if page.next_cursor is None:
+            return seen
+        if between is not None:
+            await between(seen)
+        cursor = page.next_cursor
+
+
+async def test_dead_letters_pages_survive_entries_added_and_removed_meanwhile(queue, redis):
+    async def handler(job):
+        raise TerminalJobError("provider said 400")
+
+    async def die(n):
+        ids = [(await queue.enqueue(i, max_attempts=1)).id for i in range(n)]
+        for job_id in ids:
+            with pytest.raises(JobFailedError):
+                await queue.wait(job_id, timeout=5)
+        return ids
+
+    async with queue.worker(handler, concurrency=8):
+        ids = await die(12)
+        # Threes die in the same millisecond, so pages end in the middle of a tie.
+        base = int(await redis.zscore(queue.keys.dead, ids[0]))
+        await redis.zadd(queue.keys.dead, {job_id: base + i // 3 for i, job_id in enumerate(ids)})
+        removed: set[str] = set()
+
+        async def churn(seen):
+            unseen = [i for i in ids if i not in removed and i not in {e.id for e in seen}]
+            await die(1)  # newer than every cursor
+            assert await queue.purge_dead([seen[-1].id]) == 1  # the cursor's own entry
+            removed.add(seen[-1].id)
+            if len(unseen) > 3:
+                assert await queue.retry_dead(unseen[-1])  # after the cursor
+                removed.add(unseen[-1])
+
+        listed = await _page_through(queue, count=2, between=churn)
+
+    listed_ids = [e.id for e in listed]
+    assert len(listed_ids) == len(set(listed_ids))  # none twice
+    assert set(ids) - removed <= set(listed_ids)  # none skipped that stayed dead
+    assert set(listed_ids) <= set(ids)  # the ones that died meanwhile are newer than the cursor
+    order = [(e.died_at, e.id) for e in listed]
+    assert order == sorted(order, reverse=True)  # newest first, ties by id, as Redis orders
+
+
+async def test_dead_letters_page_past_entries_whose_record_expired(queue, redis):
+    ids = [await _dead_job(queue, payload=i) for i in range(4)]
+    newest_first = [i.decode() for i in await redis.zrevrange(queue.keys.dead, 0, -1)]
+    for job_id in newest_first[:2]:
+        await redis.delete(queue.keys.job(job_id))  # as if expired before the entry was trimmed
+    first = await queue.dead_page(count=2)
+    assert first.entries == [] and first.next_cursor is not None
+    second = await queue.dead_page(count=2, cursor=first.next_cursor)
+    assert [e.id for e in second.entries] == newest_first[2:]
+    assert second.next_cursor is None
+    assert sorted(newest_first) == sorted(ids)
+
+
+async def test_dead_letters_page_refuses_a_bad_cursor_or_count(queue):
+    for cursor in ("", "abc", "12", "x:job", "12:", "-5:job"):
+        with pytest.raises(ValueError):
+            await queue.dead_page(cursor=cursor)
+    with pytest.raises(ValueError):
+        await queue.dead_page(count=0)

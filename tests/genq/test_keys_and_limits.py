@@ -86,3 +86,21 @@ async def test_cooldown_pauses_reserving_then_resumes(queue):
         await queue.wait(e.id, timeout=5)
     assert started[0] >= 0.35
     assert await queue.cooldown_remaining() == 0
+
+
+async def test_clear_cooldown_resumes_reserving_at_once(queue):
+    await queue.cooldown(60)
+    e = await queue.enqueue("p")
+    started = asyncio.Event()
+
+    async def handler(job):
+        started.set()
+
+    # A long poll: only the doorbell the clear rings can wake the idle worker in time.
+    async with queue.worker(handler, poll=30):
+        await asyncio.sleep(0.3)
+        assert not started.is_set()
+        assert 59 < await queue.clear_cooldown() <= 60
+        await asyncio.wait_for(queue.wait(e.id), 2)
+    assert await queue.cooldown_remaining() == 0
+    assert await queue.clear_cooldown() == 0

@@ -1,6 +1,6 @@
 """Ops fixtures: a live gateway (in a thread) and the scripted worker, and `genq` as a process.
 
-The CLI runs as a real subprocess (``python -m gateway.cli``, what the ``genq`` script runs),
+The CLI runs as a real subprocess (``python -m genq_cli``, what the ``genq`` script runs),
 awaited without blocking the test's loop, where the worker runs.
 """
 
@@ -17,7 +17,7 @@ import pytest
 from gateway.settings import Settings
 from tests.gateway.conftest import LiveGateway, make_settings
 
-GENQ = [sys.executable, "-m", "gateway.cli"]
+GENQ = [sys.executable, "-m", "genq_cli"]
 
 
 @dataclass

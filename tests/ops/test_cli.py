@@ -24,6 +24,8 @@ COMMANDS = [
     ["dead", "retry"],
     ["dead", "purge"],
     ["dead", "watch"],
+    ["cooldown"],
+    ["cooldown", "clear"],
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gateway.settings import Settings
-from providers.routing import RoutingSettings
+from genq_contract.routing import RoutingSettings
 from workers.settings import WorkerSettings
 
 README = Path(__file__).resolve().parents[2] / "README.md"

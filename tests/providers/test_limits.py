@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from genq import Queue, RetryJobError
+from genq_contract.keys import provider_429_counter
 from providers.errors import RateLimitedError
-from providers.limits import RATE_LIMITED_COUNTER, note_rate_limit
+from providers.limits import DEFAULT_MAX_COOLDOWN, note_rate_limit
 
 
 @pytest.fixture
@@ -17,7 +18,7 @@ def queue(redis: Any, prefix: str) -> Queue:
 
 
 async def counted(queue: Queue) -> int:
-    return int(await queue.redis.get(queue.keys.extra(RATE_LIMITED_COUNTER)) or 0)
+    return int(await queue.redis.get(provider_429_counter(queue.keys)) or 0)
 
 
 async def test_provider_wide_429_pauses_the_queue_for_every_worker(queue: Queue) -> None:
@@ -47,7 +48,12 @@ async def test_other_errors_are_ignored(queue: Queue) -> None:
     assert await counted(queue) == 0
 
 
-def test_counter_name_matches_the_gateway_metrics() -> None:
-    from gateway.metrics import PROVIDER_429_COUNTER
-
-    assert RATE_LIMITED_COUNTER == PROVIDER_429_COUNTER
+async def test_one_429_pauses_the_queue_no_longer_than_the_ceiling(queue: Queue) -> None:
+    huge = RateLimitedError("429", 86_400.0, provider_wide=True)
+    assert await note_rate_limit(queue, huge, max_cooldown=2.0) == pytest.approx(2.0, abs=0.1)
+    assert await queue.cooldown_remaining() <= 2.0
+    assert await note_rate_limit(queue, huge) == pytest.approx(DEFAULT_MAX_COOLDOWN, abs=0.1)
+    await queue.clear_cooldown()
+    assert await note_rate_limit(queue, huge, max_cooldown=0) is None
+    assert await queue.cooldown_remaining() == 0
+    assert huge.retry_after == 86_400.0  # the job itself still waits the whole Retry-After

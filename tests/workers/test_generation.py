@@ -8,8 +8,8 @@ import time
 import pytest
 
 from genq import JobCancelledError, JobFailedError, visible_text
+from genq_contract.keys import provider_429_counter
 from providers.demo import DemoScript
-from providers.limits import RATE_LIMITED_COUNTER
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.workers.conftest import events_of
 
@@ -113,7 +113,7 @@ async def test_rate_limit_waits_retry_after_while_other_providers_flow(
     assert len(later) == 2
     assert min(later) >= 3.0  # neither job was reserved before the cooldown ended
     assert (await openai.get(first.id)).attempt == 2
-    assert int(await redis.get(openai.keys.extra(RATE_LIMITED_COUNTER))) == 1
+    assert int(await redis.get(provider_429_counter(openai.keys))) == 1
 
 
 async def test_bad_request_fails_after_one_attempt(start_workers, fake_openai) -> None:
@@ -128,6 +128,21 @@ async def test_bad_request_fails_after_one_attempt(start_workers, fake_openai) -
     assert (record.status.value, record.attempt) == ("failed", 1)
     assert fake_openai.count() == 1
     assert job.id in await queue.dead()
+
+
+async def test_malformed_payload_fails_at_once_without_calling_the_provider(
+    start_workers, fake_openai
+) -> None:
+    workers = await start_workers()
+    queue = workers.queues["openai"]
+    job = await queue.enqueue({"model": OPENAI, "messages": [{"content": "no role"}]})
+    with pytest.raises(JobFailedError) as info:
+        await queue.wait(job.id, timeout=10)
+    assert "invalid generation payload: " in info.value.error
+    assert "each message must be an object with a role" in info.value.error
+    record = await queue.get(job.id)
+    assert (record.status.value, record.attempt) == ("failed", 1)
+    assert fake_openai.count() == 0
 
 
 async def test_server_error_is_retried_then_completes(start_workers, fake_openai) -> None:
@@ -174,7 +189,7 @@ async def test_hung_provider_hits_silence_timeout_and_is_retried(
 
 
 async def test_demo_faults_on_first_attempt_then_succeed(start_workers) -> None:
-    workers = await start_workers()
+    workers = await start_workers(demo_faults=True)
     queue = workers.queues["demo"]
     jobs = {
         fault: await queue.enqueue(
@@ -186,6 +201,32 @@ async def test_demo_faults_on_first_attempt_then_succeed(start_workers) -> None:
         result = await queue.wait(job.id, timeout=10)
         assert result["text"].startswith("Echo:")
         assert (await queue.get(job.id)).attempt == 2
+
+
+async def test_demo_fault_injection_off_in_production(start_workers) -> None:
+    workers = await start_workers()  # neither GENQ_DEV nor GENQ_DEMO_FAULTS
+    assert not workers.settings.demo_faults_enabled()
+    queue = workers.queues["demo"]
+    params = {"demo_fault": "429", "demo_retry_after": 99999999, "demo_tokens": 6}
+    job = await queue.enqueue(
+        {"model": "demo/instant", "prompt": "[demo:429:99999999]", "params": params}
+    )
+    result = await queue.wait(job.id, timeout=10)
+    assert result["text"].startswith("Echo: [demo:429:99999999]")
+    assert (await queue.get(job.id)).attempt == 1
+    assert await queue.cooldown_remaining() == 0
+
+
+async def test_demo_fault_cooldown_is_capped_where_faults_are_on(start_workers) -> None:
+    workers = await start_workers(dev=True, max_cooldown=1.0)  # dev mode turns faults on
+    queue = workers.queues["demo"]
+    job = await queue.enqueue(
+        {"model": "demo/instant", "prompt": "[demo:429:99999999]", "params": {"demo_tokens": 4}}
+    )
+    async with asyncio.timeout(10):
+        while (await queue.get(job.id)).attempt < 1 or not (await queue.get(job.id)).error:
+            await asyncio.sleep(0.02)
+    assert 0 < await queue.cooldown_remaining() <= 1.0  # not the 24 h the provider asked for
 
 
 async def test_invalid_payload_fails_at_once(start_workers) -> None:

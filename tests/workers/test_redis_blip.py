@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.embedded_redis import EmbeddedRedis
 from genq import Queue, visible_text
+from genq_cli.embedded_redis import EmbeddedRedis
 from tests.workers.conftest import events_of
 from workers.run import WorkerProcess, connect
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -63,16 +64,44 @@ class Event:
         return self.type in TERMINAL_TYPES
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
 class _SSEParser:
-    """Turns SSE lines into events (``data:`` decoded as JSON) and keeps the server's ``retry:``."""
+    """Turns SSE text into events (``data:`` decoded as JSON) and keeps the server's ``retry:``.
+
+    Lines end at ``\r\n``, ``\r`` or ``\n`` only, as the SSE spec says: httpx's
+    ``aiter_lines`` also splits on U+2028, U+2029, U+0085 and other characters model output
+    may carry, which would cut an event's JSON in two."""
 
     def __init__(self) -> None:
         self.retry: float | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        """Forgets a half-received event and line (a new connection starts clean)."""
         self._id: str | None = None
         self._type = "message"
         self._data: list[str] = []
+        self._pending = ""
+
+    def feed_text(self, text: str) -> list[Event]:
+        """The events completed by this piece of the stream."""
+        text = self._pending + text
+        # A final "\r" may be the first half of "\r\n": it waits for the next piece.
+        held_cr = "\r" if text.endswith("\r") else ""
+        lines = _LINE_BREAK.split(text[: len(text) - len(held_cr)])
+        self._pending = lines.pop() + held_cr  # the last piece is an unfinished line
+        events = [self.feed(line) for line in lines]
+        return [e for e in events if e is not None]
+
+    def finish(self) -> list[Event]:
+        """The stream ended: a held final ``\r`` did end its line."""
+        pending, self._pending = self._pending, ""
+        return self.feed_text(pending[:-1] + "\n") if pending.endswith("\r") else []
 
     def feed(self, line: str) -> Event | None:
+        """One line, without its line break."""
         if line == "":
             if not self._data:
                 self._type = "message"
@@ -94,6 +123,14 @@ class _SSEParser:
         elif name == "retry" and value.isdigit():
             self.retry = int(value) / 1000
         return None
+
+
+async def _events(response: httpx.Response, parser: _SSEParser) -> AsyncGenerator[Event, None]:
+    async for text in response.aiter_text():
+        for event in parser.feed_text(text):
+            yield event
+    for event in parser.finish():
+        yield event
 
 
 def _created(response: httpx.Response) -> Created:
@@ -143,7 +180,7 @@ def _fatal(status: int) -> bool:
 
 def _backoff(parser_retry: float | None, failures: int) -> float:
     base = parser_retry if parser_retry is not None else 1.0
-    return min(30.0, base * (2 ** min(failures, 5))) * random.uniform(0.5, 1.0)
+    return min(30.0, base * 2.0 ** min(failures, 5)) * random.uniform(0.5, 1.0)
 
 
 class AsyncClient:
@@ -235,7 +272,7 @@ class AsyncClient:
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"generation {job_id} not finished after {timeout}s")
 
-    async def stream(self, job_id: str, after: str | None = None) -> AsyncIterator[Event]:
+    async def stream(self, job_id: str, after: str | None = None) -> AsyncGenerator[Event, None]:
         """The generation's events from ``after`` on, across reconnects; ends after the last."""
         cursor, failures, parser = after, 0, _SSEParser()
         while True:
@@ -252,14 +289,16 @@ class AsyncClient:
                         await response.aread()
                         _raise_for(response)
                     if response.is_success:
-                        async for line in response.aiter_lines():
-                            event = parser.feed(line)
-                            if event is None:
-                                continue
+                        parser.reset()
+                        async for event in _events(response, parser):
                             cursor, failures = event.id or cursor, 0
                             yield event
                             if event.terminal:
                                 return
+                        # The server ended the stream before the job (it caps a stream's
+                        # duration): resume after its retry delay, not counted as a failure.
+                        await asyncio.sleep(_backoff(parser.retry, 0))
+                        continue
             except httpx.TransportError:
                 pass
             failures += 1
@@ -341,7 +380,7 @@ class Client:
                 except StopAsyncIteration:
                     return
         finally:
-            self._portal.call(events.aclose)  # type: ignore[attr-defined]
+            self._portal.call(events.aclose)
 
     def text(self, job_id: str) -> str:
         return self._portal.call(self._async.text, job_id)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from providers.routing import (
+from genq_contract.routing import (
     ModelNotAllowedError,
     Routing,
     RoutingSettings,
@@ -99,8 +99,23 @@ def test_routing_settings_read_the_environment(monkeypatch: pytest.MonkeyPatch) 
 
 def test_routing_module_does_not_import_litellm() -> None:
     code = (
-        "import sys, providers.routing, providers.retry_after, providers.redact; "
+        "import sys, genq_contract.routing, providers.retry_after, providers.redact; "
         "print('litellm' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_demo_models_are_on_the_default_allow_list_only_in_dev_mode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("GENQ_DEV", "GENQ_MODELS"):
+        monkeypatch.delenv(name, raising=False)
+    production = RoutingSettings().routing()
+    assert not any(m.startswith("demo/") for m in production.allowed_models)
+    assert "demo" not in production.providers
+    monkeypatch.setenv("GENQ_DEV", "1")
+    dev = RoutingSettings().routing()
+    assert {"demo/fast", "demo/slow"} <= set(dev.allowed_models)
+    monkeypatch.setenv("GENQ_MODELS", "openai/gpt-4o-mini")
+    assert RoutingSettings().routing().allowed_models == ["openai/gpt-4o-mini"]  # as configured

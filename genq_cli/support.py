@@ -16,7 +16,7 @@ from typing import Any, NoReturn, TypeVar
 import httpx
 import typer
 
-from .client import APIError, AsyncClient
+from genq_client import APIError, AsyncClient
 
 T = TypeVar("T")
 

@@ -49,7 +49,8 @@ def wait_ready(url: str, processes: list[subprocess.Popen[bytes]], timeout: floa
     while time.monotonic() < deadline:
         for process in processes:
             if process.poll() is not None:
-                raise RuntimeError(f"{process.args[:3]} exited with {process.returncode}")
+                args = process.args if isinstance(process.args, list) else [process.args]
+                raise RuntimeError(f"{args[:3]} exited with {process.returncode}")
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
                 return

@@ -15,7 +15,6 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
@@ -127,9 +126,3 @@ class EmbeddedRedis:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-@contextlib.contextmanager
-def embedded_redis(**config: str) -> Iterator[EmbeddedRedis]:
-    with EmbeddedRedis(**config) as server:
-        yield server

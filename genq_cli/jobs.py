@@ -13,10 +13,12 @@ from typing import Any
 
 import typer
 
-from .cli_support import client, fail, run, write
-from .client import AsyncClient, Event
+from genq_client import AsyncClient, Event
+from genq_contract.events import CANCELLED, CHUNK, COMPLETED, FAILED, PROGRESS, RESTARTED
 
-EXIT_BY_STATUS = {"completed": 0, "failed": 1, "cancelled": 2}
+from .support import client, fail, run, write
+
+EXIT_BY_STATUS = {COMPLETED: 0, FAILED: 1, CANCELLED: 2}
 EXIT_UNFINISHED = 3
 
 
@@ -120,9 +122,9 @@ async def follow(genq: AsyncClient, job_id: str, progress: bool) -> int:
         error = None
     else:
         status, error = terminal.type, terminal.data
-    if status == "failed":
+    if status == FAILED:
         typer.echo(f"failed: {chunk_text(error) or 'no error message'}", err=True)
-    elif status == "cancelled":
+    elif status == CANCELLED:
         typer.echo("cancelled", err=True)
     elif status not in EXIT_BY_STATUS:
         typer.echo(f"stream ended while the job is {status}", err=True)
@@ -143,11 +145,11 @@ class _Text:
             write("\n")
 
     def on(self, event: Event) -> None:
-        if event.type == "chunk":
+        if event.type == CHUNK:
             piece = chunk_text(event.data)
             self.wrote = self.wrote or bool(piece)
             write(piece)
-        elif event.type == "restarted":
+        elif event.type == RESTARTED:
             if self.wrote:
                 write("\n")
                 self.wrote = False
@@ -180,15 +182,15 @@ class _Bar:
         self.progress.stop()
 
     def on(self, event: Event) -> None:
-        if event.type == "chunk":
+        if event.type == CHUNK:
             self.chars += len(chunk_text(event.data))
-        elif event.type == "restarted":
+        elif event.type == RESTARTED:
             self.chars = 0
             self.progress.update(self.task, completed=0.0)
-        elif event.type == "progress":
+        elif event.type == PROGRESS:
             with contextlib.suppress(TypeError, ValueError):
                 self.progress.update(self.task, completed=float(event.data))
         elif event.terminal:
-            done = 1.0 if event.type == "completed" else None
+            done = 1.0 if event.type == COMPLETED else None
             self.progress.update(self.task, description=event.type, completed=done)
         self.progress.update(self.task, chars=self.chars)

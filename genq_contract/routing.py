@@ -15,12 +15,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
-from pydantic import field_validator
+from pydantic import field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-DEFAULT_MODELS = ("demo/fast", "demo/slow", "openai/gpt-4o-mini")
+DEFAULT_MODELS = ("openai/gpt-4o-mini",)
+"""The allow-list in production: no demo models, whose only use is trying genq out."""
+DEV_MODELS = ("demo/fast", "demo/slow", *DEFAULT_MODELS)
+"""The allow-list in dev mode (``GENQ_DEV=1``: ``genq dev``, ``make dev``)."""
 DEFAULT_CONCURRENCY = 8
 DEFAULT_NAMESPACE = "gen"
 
@@ -209,8 +212,11 @@ class RoutingSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="GENQ_", extra="ignore")
 
+    dev: bool = False
+    """GENQ_DEV: dev mode; among other things the demo models join the default allow-list."""
     models: Annotated[list[str], NoDecode] = list(DEFAULT_MODELS)
-    """GENQ_MODELS: the allow-list; ``<provider>/*`` allows every model of a provider."""
+    """GENQ_MODELS: the allow-list; ``<provider>/*`` allows every model of a provider.
+    Default: :data:`DEFAULT_MODELS`, or :data:`DEV_MODELS` in dev mode."""
     model_providers: Annotated[dict[str, str], NoDecode] = {}
     """GENQ_MODEL_PROVIDERS: model -> provider, where it is not the part before ``/``."""
     provider_concurrency: Annotated[dict[str, int], NoDecode] = {}
@@ -238,6 +244,12 @@ class RoutingSettings(BaseSettings):
     @classmethod
     def _parse_mapping(cls, value: Any) -> Any:
         return split_mapping(value)
+
+    @model_validator(mode="after")
+    def _dev_models(self) -> Self:
+        if self.dev and "models" not in self.model_fields_set:
+            self.models = list(DEV_MODELS)
+        return self
 
     def routing(self) -> Routing:
         return Routing.build(

@@ -2,8 +2,8 @@
 
 These need a key with the admin role (``genq keys create --admin``). A job id names its queue
 (``<provider>.<hex>``), so ``retry``/``purge`` of ids need no ``--queue``. ``dead watch`` is the
-one command that reads Redis directly (``GENQ_REDIS_URL``): dead-letter notices are a Redis
-pub/sub channel, not an HTTP resource.
+one command that reads Redis directly (``GENQ_REDIS_URL``, any URL form the servers take):
+dead-letter notices are a Redis pub/sub channel, not an HTTP resource.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 import typer
 
-from providers.routing import RoutingSettings
+from genq_contract.settings import CommonSettings
 
-from .cli_support import checked, fail, http, one_line, run
+from .support import checked, fail, http, one_line, run
 
 
 async def _queue_names(client: Any, queue: str | None) -> list[str]:
@@ -96,6 +96,7 @@ def dead_apply(action: str, ids: list[str], all_: bool, queue: str | None) -> in
 
     async def go() -> tuple[int, int]:
         async with http() as client:
+            selections: dict[str, dict[str, Any]]
             if all_:
                 selections = {name: {"all": True} for name in await _queue_names(client, queue)}
             else:
@@ -115,39 +116,36 @@ def dead_apply(action: str, ids: list[str], all_: bool, queue: str | None) -> in
     return 0
 
 
-class _WatchSettings(RoutingSettings):
-    """Just what ``dead watch`` needs: the Redis URL and the routing (which queues exist)."""
-
-    redis_url: str = "redis://127.0.0.1:6379/0"
-
-
 def dead_watch(count: int | None) -> int:
     """Prints each dead-letter notice (one JSON line, with its queue) as it is published."""
-    from genq.connection import connect
-    from genq.keys import Keys
+    from genq import Keys, connect
+    from genq.cluster import open_pubsub
+    from genq.events import text
 
-    settings = _WatchSettings()
+    settings = CommonSettings()
     channels = {
         Keys(p.queue_prefix).dead_letters: name for name, p in settings.routing().providers.items()
     }
 
     async def go() -> int:
-        redis = connect(settings.redis_url, cluster=False)
-        pubsub = redis.pubsub()
+        redis = connect(settings.redis_url)
         try:
-            await pubsub.subscribe(*channels)
-            typer.echo(f"watching {len(channels)} queue(s) for dead letters", err=True)
-            seen = 0
-            while count is None or seen < count:
-                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                if message is None:
-                    continue
-                notice = json.loads(message["data"])
-                typer.echo(json.dumps({"queue": channels[message["channel"].decode()], **notice}))
-                seen += 1
-            return 0
+            pubsub = await open_pubsub(redis)
+            try:
+                await pubsub.subscribe(*channels)
+                typer.echo(f"watching {len(channels)} queue(s) for dead letters", err=True)
+                seen = 0
+                while count is None or seen < count:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    if message is None:
+                        continue
+                    notice = json.loads(message["data"])
+                    typer.echo(json.dumps({"queue": channels[text(message["channel"])], **notice}))
+                    seen += 1
+                return 0
+            finally:
+                await pubsub.aclose()
         finally:
-            await pubsub.aclose()
             await redis.aclose()
 
     return run(go)

@@ -19,6 +19,11 @@ dead_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(dead_app, name="dead")
+cooldown_app = typer.Typer(
+    help="A provider queue's pause after a 429 (admin key; HTTP: GENQ_URL, GENQ_API_KEY).",
+    no_args_is_help=True,
+)
+app.add_typer(cooldown_app, name="cooldown")
 
 Watch = Annotated[bool, typer.Option("--watch", "-w", help="Stream the job until it ends")]
 ProgressBar = Annotated[
@@ -85,7 +90,7 @@ def enqueue(
     progress: ProgressBar = False,
 ) -> None:
     """Enqueue a generation and print its id; --watch streams it (exit code as `jobs get`)."""
-    from .cli_jobs import enqueue as run_enqueue
+    from .jobs import enqueue as run_enqueue
 
     raise typer.Exit(
         run_enqueue(
@@ -111,7 +116,7 @@ def jobs_get(
     """Show a generation (or stream it with --watch).
 
     Exit code: 0 completed, 1 failed, 2 cancelled, 3 not finished, 4 error."""
-    from .cli_jobs import get
+    from .jobs import get
 
     raise typer.Exit(get(job_id, watch=watch, progress=progress, as_json=as_json))
 
@@ -119,7 +124,7 @@ def jobs_get(
 @jobs_app.command("cancel")
 def jobs_cancel(job_id: Annotated[str, typer.Argument(help="The generation id")]) -> None:
     """Cancel a generation (exit 1 if it had already finished otherwise)."""
-    from .cli_jobs import cancel
+    from .jobs import cancel
 
     raise typer.Exit(cancel(job_id))
 
@@ -127,7 +132,7 @@ def jobs_cancel(job_id: Annotated[str, typer.Argument(help="The generation id")]
 @app.command()
 def stats(as_json: AsJson = False) -> None:
     """Depths of every provider queue, as a table (admin key)."""
-    from .cli_queues import stats as show_stats
+    from .queues import stats as show_stats
 
     raise typer.Exit(show_stats(as_json))
 
@@ -139,7 +144,7 @@ def dead_list(
     as_json: AsJson = False,
 ) -> None:
     """Dead-lettered generations, newest first, with why they died."""
-    from .cli_queues import dead_list as show_dead
+    from .queues import dead_list as show_dead
 
     raise typer.Exit(show_dead(queue, count, as_json))
 
@@ -151,7 +156,7 @@ def dead_retry(
     queue: QueueOpt = None,
 ) -> None:
     """Put dead generations back in their queue with fresh attempts."""
-    from .cli_queues import dead_apply
+    from .queues import dead_apply
 
     raise typer.Exit(dead_apply("retry", ids or [], all_, queue))
 
@@ -163,7 +168,7 @@ def dead_purge(
     queue: QueueOpt = None,
 ) -> None:
     """Delete dead generations for good."""
-    from .cli_queues import dead_apply
+    from .queues import dead_apply
 
     raise typer.Exit(dead_apply("purge", ids or [], all_, queue))
 
@@ -173,9 +178,19 @@ def dead_watch(
     count: Annotated[int | None, typer.Option(help="Exit after this many notices")] = None,
 ) -> None:
     """Print dead-letter notices as they happen (reads Redis: GENQ_REDIS_URL; best-effort)."""
-    from .cli_queues import dead_watch as watch_dead
+    from .queues import dead_watch as watch_dead
 
     raise typer.Exit(watch_dead(count))
+
+
+@cooldown_app.command("clear")
+def cooldown_clear(
+    queue: Annotated[str, typer.Argument(help="The queue (a provider name)")],
+) -> None:
+    """End a queue's cooldown now: its jobs run again at once (audited)."""
+    from .cooldown import clear
+
+    raise typer.Exit(clear(queue))
 
 
 @keys_app.command("create")
@@ -184,7 +199,7 @@ def keys_create(
     admin: Annotated[bool, typer.Option(help="Allow /v1/queues (operations)")] = False,
 ) -> None:
     """Create a key; it is printed once and stored only as a hash."""
-    from .keys_cli import create_key
+    from .keys import create_key
 
     api_key, digest = asyncio.run(create_key(tenant, admin))
     typer.echo(api_key)
@@ -194,7 +209,7 @@ def keys_create(
 @keys_app.command("list")
 def keys_list() -> None:
     """List stored keys (digest prefix, tenant, role)."""
-    from .keys_cli import list_keys
+    from .keys import list_keys
 
     for digest, grant in asyncio.run(list_keys()).items():
         role = "admin" if grant.admin else "user"
@@ -206,7 +221,7 @@ def keys_revoke(
     digest_prefix: Annotated[str, typer.Argument(help="First hex digits of the key's digest")],
 ) -> None:
     """Revoke stored keys by digest prefix (as `genq keys list` shows)."""
-    from .keys_cli import revoke_key
+    from .keys import revoke_key
 
     removed = asyncio.run(revoke_key(digest_prefix))
     typer.echo(f"revoked {len(removed)} key(s)")
@@ -217,10 +232,6 @@ def keys_revoke(
 @keys_app.command("hash")
 def keys_hash(api_key: Annotated[str, typer.Argument(help="The key to hash")]) -> None:
     """Print a key's hash, for GENQ_API_KEYS."""
-    from .auth import hash_key
+    from genq_contract.api_keys import hash_key
 
     typer.echo(f"sha256:{hash_key(api_key)}")
-
-
-if __name__ == "__main__":
-    app()

@@ -1,0 +1,48 @@
+"""What both OpenAI creation routes do first: check the model the way OpenAI does (404
+``model_not_found``), then hand the request to the native :func:`gateway.submit.submit` (the
+same tenant limits and idempotency as ``POST /v1/generations``); and how they stream."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import Header
+from fastapi.responses import StreamingResponse
+
+from genq_contract.routing import ModelNotAllowedError
+
+from ..auth import Principal
+from ..deps import Gateway, OwnedJob, load_owned_job
+from ..schemas import IDEMPOTENCY_KEY_PATTERN, GenerationRequest
+from ..submit import submit
+from .errors import model_not_found
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        pattern=IDEMPOTENCY_KEY_PATTERN,
+        description="The same key and body re-attach to the same generation",
+    ),
+]
+
+
+async def accept(
+    gateway: Gateway, principal: Principal, body: GenerationRequest, idempotency_key: str | None
+) -> OwnedJob:
+    """Enqueues the generation (or finds the one this Idempotency-Key made)."""
+    try:
+        gateway.queues.for_model(body.model)
+    except ModelNotAllowedError as exc:
+        raise model_not_found(body.model) from exc
+    submitted = await submit(gateway, principal, body, idempotency_key)
+    return await load_owned_job(gateway, submitted.id, principal.tenant)
+
+
+def sse_response(stream: AsyncIterator[bytes]) -> StreamingResponse:
+    return StreamingResponse(
+        stream,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )

@@ -1,0 +1,126 @@
+"""Chat Completions, executed as a genq generation (queued, leased, retried, cancellable).
+
+``stream: false`` waits for the result; ``stream: true`` streams ``chat.completion.chunk``s
+(``data:`` lines with the stream entry id as ``id:``, so ``Last-Event-ID`` resumes) and ends
+with ``data: [DONE]``. A worker restart shows as a chunk with an empty delta and
+``"genq": {"event": "restarted"}``: drop the text received so far. With an Idempotency-Key a
+second identical POST re-attaches to the same generation (a stream replays from its start or
+from ``Last-Event-ID``); without one, a client that disconnects cancels the generation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncGenerator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Request, Response
+from fastapi.responses import JSONResponse
+
+from genq import Job, JobStatus
+
+from ..deps import Gateway, GatewayDep, OwnedJob, PrincipalDep
+from ..routes.events import parse_cursor
+from .accept import IdempotencyKey, accept, sse_response
+from .errors import OpenAIError, OpenAIRoute, error_body
+from .lifetime import end_or_leave, tied
+from .objects import chat_chunk, chat_completion, chat_usage, error_code, result_of
+from .response_events import KEEPALIVE
+from .schemas import ChatCompletionCreate
+
+router = APIRouter(prefix="/v1/chat", tags=["openai"], route_class=OpenAIRoute)
+
+RESTARTED = {"event": "restarted"}
+DONE = b"data: [DONE]\n\n"
+
+
+def frame(body: dict[str, Any], entry_id: str | None = None) -> bytes:
+    data = json.dumps(body, separators=(",", ":"))
+    return (f"id: {entry_id}\n" if entry_id else "").encode() + f"data: {data}\n\n".encode()
+
+
+def failure(job: Job) -> OpenAIError:
+    """The error a chat client gets for a generation that did not complete."""
+    if job.status is JobStatus.CANCELLED:
+        return OpenAIError(409, "the generation was cancelled", code="cancelled")
+    message = job.error or "the generation failed"
+    if error_code(message) == "rate_limit_exceeded":
+        return OpenAIError(429, message, code="rate_limit_exceeded", headers={"Retry-After": "1"})
+    if job.dead_reason == "terminal":
+        return OpenAIError(400, message)
+    return OpenAIError(500, message, code="server_error")
+
+
+def ending(job: Job, include_usage: bool, entry_id: str) -> list[bytes]:
+    """The last frames: the finish chunk (and usage) and ``[DONE]``, or the error."""
+    if job.status is not JobStatus.COMPLETED:
+        error = failure(job)
+        return [frame(error_body(error.status, error.detail, error.code), entry_id)]
+    result = result_of(job)
+    frames = [
+        frame(
+            chat_chunk(
+                job,
+                {},
+                result.get("finish_reason") or "stop",
+                **({"usage": None} if include_usage else {}),
+            ),
+            entry_id,
+        )
+    ]
+    if include_usage:
+        frames.append(frame(chat_chunk(job, None, usage=chat_usage(job, result.get("text") or ""))))
+    return [*frames, DONE]
+
+
+async def chunk_stream(
+    gateway: Gateway, owned: OwnedJob, include_usage: bool, cursor: str | None
+) -> AsyncGenerator[bytes, None]:
+    job = owned.job
+    usage: dict[str, Any] = {"usage": None} if include_usage else {}
+    if cursor is None:
+        yield frame(chat_chunk(job, {"role": "assistant", "content": "", "refusal": None}, **usage))
+    tail = gateway.tails[owned.provider]
+    async with contextlib.aclosing(tail.follow(job.id, cursor)) as batches:
+        async for batch in batches:
+            if not batch:
+                yield KEEPALIVE
+                continue
+            out: list[bytes] = []
+            for entry in batch:
+                if entry.type == "chunk":
+                    delta = {"content": json.loads(entry.data)}
+                    out.append(frame(chat_chunk(job, delta, **usage), entry.id))
+                elif entry.type == "restarted":
+                    restart = chat_chunk(job, {"content": ""}, genq=RESTARTED, **usage)
+                    out.append(frame(restart, entry.id))
+                elif entry.terminal:
+                    final = await owned.queue.get(job.id) or job
+                    out.extend(ending(final, include_usage, entry.id))
+            if out:
+                yield b"".join(out)
+
+
+@router.post("/completions")
+async def create_chat_completion(
+    body: ChatCompletionCreate,
+    request: Request,
+    gateway: GatewayDep,
+    principal: PrincipalDep,
+    idempotency_key: IdempotencyKey = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=60)] = None,
+) -> Response:
+    """A chat completion; see the module's docstring for re-attaching and cancelling."""
+    owned = await accept(gateway, principal, body.generation(), idempotency_key)
+    bound = idempotency_key is not None
+    if body.stream:
+        cursor = parse_cursor(last_event_id, "Last-Event-ID") if bound else None
+        stream = chunk_stream(gateway, owned, body.include_usage, cursor)
+        return sse_response(tied(stream, owned, cancel=not bound))
+    job = await end_or_leave(request, gateway, owned, cancel=not bound)
+    if job is None:
+        return Response(status_code=499)  # nobody is listening any more
+    if job.status is not JobStatus.COMPLETED:
+        raise failure(job)
+    return JSONResponse(chat_completion(job))

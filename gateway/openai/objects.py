@@ -1,0 +1,224 @@
+"""OpenAI's objects built from a genq job: a Response, a chat completion, usage, ids.
+
+Ids: a response is ``resp_<generation id>``, its one output message ``msg_<hex of the id>``, a
+chat completion ``chatcmpl-<generation id>``; the generation id is the native one
+(``GET /v1/generations/{id}`` shows the same job).
+
+Usage is the provider's report when the worker got one. Without it (a cancelled or failed
+generation, or a provider that reports none) it is estimated: a token per four characters of
+the prompt and of the text generated, the rule of thumb OpenAI gives for English.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from genq import Event, Job, JobStatus, visible_text
+
+from ..tail import Entry
+from .schemas import BACKGROUND_KEY
+
+RESPONSE_PREFIX = "resp_"
+CHAT_PREFIX = "chatcmpl-"
+RESPONSE_STATUS = {
+    JobStatus.WAITING: "queued",
+    JobStatus.SCHEDULED: "queued",
+    JobStatus.ACTIVE: "in_progress",
+    JobStatus.COMPLETED: "completed",
+    JobStatus.FAILED: "failed",
+    JobStatus.CANCELLED: "cancelled",
+}
+INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
+_RATE_LIMITED = re.compile(r"rate.?limit|\b429\b", re.IGNORECASE)
+
+
+def response_id(job_id: str) -> str:
+    return RESPONSE_PREFIX + job_id
+
+
+def job_id_of(public_id: str) -> str:
+    """The generation id behind ``resp_...`` or ``chatcmpl-...`` (a bare id is taken as is)."""
+    for prefix in (RESPONSE_PREFIX, CHAT_PREFIX):
+        if public_id.startswith(prefix):
+            return public_id[len(prefix) :]
+    return public_id
+
+
+def item_id(job_id: str) -> str:
+    return "msg_" + job_id.rpartition(".")[2]
+
+
+def payload_of(job: Job) -> dict[str, Any]:
+    return job.payload if isinstance(job.payload, dict) else {}
+
+
+def text_of(entries: Iterable[Entry]) -> str:
+    """What a viewer shows: the chunks of the current attempt (genq's one rule)."""
+    return visible_text(Event(e.id, e.type, json.loads(e.data)) for e in entries)
+
+
+def result_of(job: Job) -> dict[str, Any]:
+    return job.result if isinstance(job.result, dict) else {}
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+def token_counts(job: Job, text: str) -> tuple[int, int]:
+    """(prompt, completion) tokens: the provider's report, or an estimate."""
+    usage = result_of(job).get("usage")
+    if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
+        return int(usage.get("prompt_tokens") or 0), int(usage["completion_tokens"])
+    prompt = "".join(str(m.get("content", "")) for m in payload_of(job).get("messages") or [])
+    return estimate_tokens(prompt), estimate_tokens(text)
+
+
+def response_usage(job: Job, text: str) -> dict[str, Any]:
+    prompt, completion = token_counts(job, text)
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": prompt + completion,
+    }
+
+
+def chat_usage(job: Job, text: str) -> dict[str, int]:
+    prompt, completion = token_counts(job, text)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def response_status(job: Job) -> str:
+    if (
+        job.status is JobStatus.COMPLETED
+        and result_of(job).get("finish_reason") in INCOMPLETE_REASONS
+    ):
+        return "incomplete"
+    return RESPONSE_STATUS[job.status]
+
+
+def output_text_part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def message_item(job: Job, text: str, status: str, content: bool = True) -> dict[str, Any]:
+    return {
+        "id": item_id(job.id),
+        "type": "message",
+        "status": status,
+        "role": "assistant",
+        "content": [output_text_part(text)] if content else [],
+    }
+
+
+def item_status(status: str) -> str:
+    return {"completed": "completed", "queued": "in_progress", "in_progress": "in_progress"}.get(
+        status, "incomplete"
+    )
+
+
+def error_code(message: str) -> str:
+    return "rate_limit_exceeded" if _RATE_LIMITED.search(message) else "server_error"
+
+
+def response_object(
+    job: Job, text: str, *, status: str | None = None, with_output: bool = True
+) -> dict[str, Any]:
+    """The Response OpenAI would show for this job; ``status`` overrides the job's (the
+    lifecycle events of a stream show the states the job went through)."""
+    payload = payload_of(job)
+    params: dict[str, Any] = payload.get("params") or {}
+    messages: list[dict[str, Any]] = payload.get("messages") or []
+    metadata = {k: v for k, v in (payload.get("metadata") or {}).items() if k != BACKGROUND_KEY}
+    status = status or response_status(job)
+    finish_reason = result_of(job).get("finish_reason")
+    finished = status in ("completed", "incomplete", "failed", "cancelled")
+    has_output = with_output and (bool(text) or status in ("completed", "incomplete"))
+    instructions = (
+        messages[0]["content"] if messages and messages[0].get("role") == "system" else None
+    )
+    return {
+        "id": response_id(job.id),
+        "object": "response",
+        "created_at": int(job.created_at),
+        "status": status,
+        "background": bool((payload.get("metadata") or {}).get(BACKGROUND_KEY)),
+        "model": payload.get("model"),
+        "output": [message_item(job, text, item_status(status))] if has_output else [],
+        "usage": response_usage(job, text) if finished else None,
+        "error": (
+            {"code": error_code(job.error or ""), "message": job.error or "the generation failed"}
+            if status == "failed"
+            else None
+        ),
+        "incomplete_details": (
+            {"reason": INCOMPLETE_REASONS.get(finish_reason or "", "max_output_tokens")}
+            if status == "incomplete"
+            else None
+        ),
+        "completed_at": int(job.finished_at) if status == "completed" and job.finished_at else None,
+        "instructions": instructions,
+        "max_output_tokens": params.get("max_tokens"),
+        "temperature": params.get("temperature"),
+        "top_p": params.get("top_p"),
+        "metadata": metadata,
+        "parallel_tool_calls": False,
+        "tool_choice": "auto",
+        "tools": [],
+        "text": {"format": {"type": "text"}},
+    }
+
+
+def chat_id(job_id: str) -> str:
+    return CHAT_PREFIX + job_id
+
+
+def chat_completion(job: Job) -> dict[str, Any]:
+    result = result_of(job)
+    text = str(result.get("text") or "")
+    return {
+        "id": chat_id(job.id),
+        "object": "chat.completion",
+        "created": int(job.created_at),
+        "model": payload_of(job).get("model"),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "refusal": None},
+                "finish_reason": result.get("finish_reason") or "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": chat_usage(job, text),
+        "system_fingerprint": None,
+    }
+
+
+def chat_chunk(
+    job: Job, delta: dict[str, Any] | None, finish_reason: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """One ``chat.completion.chunk``; ``delta=None`` makes the usage chunk (no choices)."""
+    choices = (
+        []
+        if delta is None
+        else [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]
+    )
+    return {
+        "id": chat_id(job.id),
+        "object": "chat.completion.chunk",
+        "created": int(job.created_at),
+        "model": payload_of(job).get("model"),
+        "choices": choices,
+        "system_fingerprint": None,
+        **extra,
+    }

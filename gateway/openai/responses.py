@@ -1,0 +1,103 @@
+"""The Responses API subset: create (background, stream, or wait), retrieve (poll or resume
+the stream with ``starting_after``), cancel."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi.responses import JSONResponse
+
+from genq import TERMINAL, JobStatus
+
+from ..deps import Gateway, GatewayDep, OwnedJob, PrincipalDep, load_owned_job
+from ..routes.generations import _wait_for_end
+from .accept import IdempotencyKey, accept, sse_response
+from .errors import OpenAIError, OpenAIRoute
+from .lifetime import end_or_leave, tied
+from .objects import job_id_of, response_object
+from .response_events import current_text, response_stream
+from .schemas import ResponseCreate
+
+router = APIRouter(prefix="/v1/responses", tags=["openai"], route_class=OpenAIRoute)
+
+CANCEL_SETTLE = 5.0
+"""Seconds a cancel waits for a running generation's worker to stop it."""
+
+
+async def as_response(owned: OwnedJob) -> dict[str, Any]:
+    return response_object(owned.job, await current_text(owned.queue, owned.job))
+
+
+def event_stream(gateway: Gateway, owned: OwnedJob, after: int, cancel: bool) -> Response:
+    return sse_response(tied(response_stream(gateway, owned, after), owned, cancel))
+
+
+@router.post("")
+async def create_response(
+    body: ResponseCreate,
+    request: Request,
+    gateway: GatewayDep,
+    principal: PrincipalDep,
+    idempotency_key: IdempotencyKey = None,
+) -> Response:
+    """``background: true`` answers at once (``queued``); ``stream: true`` streams the events;
+    otherwise the answer waits for the end. Without ``background`` or an Idempotency-Key the
+    generation is tied to this request: disconnecting cancels it."""
+    owned = await accept(gateway, principal, body.generation(), idempotency_key)
+    bound = body.background or idempotency_key is not None
+    if body.stream:
+        return event_stream(gateway, owned, -1, cancel=not bound)
+    if body.background:
+        return JSONResponse(await as_response(owned))
+    job = await end_or_leave(request, gateway, owned, cancel=not bound)
+    if job is None:
+        return Response(status_code=499)  # nobody is listening any more
+    return JSONResponse(await as_response(OwnedJob(owned.provider, owned.queue, job)))
+
+
+@router.get("/{response_id}")
+async def retrieve_response(
+    response_id: str,
+    gateway: GatewayDep,
+    principal: PrincipalDep,
+    stream: bool = False,
+    starting_after: Annotated[int | None, Query(ge=-1)] = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=20)] = None,
+) -> Response:
+    """The response as it is now; with ``stream=true`` its events numbered above
+    ``starting_after`` (or ``Last-Event-ID``), live until it ends."""
+    owned = await load_owned_job(gateway, job_id_of(response_id), principal.tenant)
+    if not stream:
+        return JSONResponse(await as_response(owned))
+    after = starting_after if starting_after is not None else _last_event(last_event_id)
+    return event_stream(gateway, owned, after, cancel=False)
+
+
+def _last_event(value: str | None) -> int:
+    if not value:
+        return -1
+    if not value.isdigit():
+        raise OpenAIError(400, "Last-Event-ID must be a sequence_number", param="Last-Event-ID")
+    return int(value)
+
+
+@router.post("/{response_id}/cancel")
+async def cancel_response(
+    response_id: str, gateway: GatewayDep, principal: PrincipalDep
+) -> Response:
+    """Cancels the response; idempotent. A finished response is returned as it is. A running
+    one is stopped by its worker's next step: the answer waits a little for that, and shows
+    ``cancelled`` with the usage of what was generated."""
+    owned = await load_owned_job(gateway, job_id_of(response_id), principal.tenant)
+    cancelled = await owned.queue.cancel(owned.job.id)
+    job = await owned.queue.get(owned.job.id) or owned.job
+    if cancelled and job.status not in TERMINAL:
+        job = await _wait_for_end(
+            gateway, OwnedJob(owned.provider, owned.queue, job), CANCEL_SETTLE
+        )
+    view = OwnedJob(owned.provider, owned.queue, job)
+    body = await as_response(view)
+    if cancelled and job.status is not JobStatus.CANCELLED:
+        body["status"] = "cancelled"  # cancel() returned True: it settles cancelled
+    return JSONResponse(body)

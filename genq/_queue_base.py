@@ -1,0 +1,93 @@
+"""What a queue's workers and job handles share with it: client, key names, scripts, options.
+
+:class:`genq.Queue` builds on this class, and :class:`genq.Worker` and :class:`genq.ActiveJob`
+depend only on it, so ``queue`` -> ``worker`` -> ``active_job`` -> this module is a one-way
+chain (``Queue.worker()`` makes workers; workers never need the producer side).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .cluster import socket_timeout
+from .codecs import Codec, json_codec
+from .connection import RedisClient
+from .events import text
+from .keys import Keys, check_prefix
+from .scripts import Code, Scripts
+
+
+def ms(seconds: float) -> int:
+    """Seconds -> whole milliseconds (rounded up, never negative), as the scripts take them."""
+    return max(0, math.ceil(seconds * 1000))
+
+
+def safe_block(redis: RedisClient, wanted: float) -> float:
+    """A blocking command's wait, kept under the client's socket timeout.
+
+    redis-py 8.1 applies its socket timeout (5 s by default) to XREAD BLOCK and BLPOP too, so a
+    block as long as the timeout ends in a TimeoutError instead of an empty reply.
+    """
+    timeout = socket_timeout(redis)
+    return wanted if not timeout else min(wanted, timeout / 2)
+
+
+class QueueBase:
+    """A queue's client, key names, scripts, codecs and timings (see :class:`genq.Queue`)."""
+
+    def __init__(
+        self,
+        redis: RedisClient,
+        prefix: str = "queue",
+        *,
+        codec: Codec[Any] = json_codec,
+        result_codec: Codec[Any] = json_codec,
+        lease: float = 60.0,
+        max_attempts: int = 3,
+        backoff: float = 1.0,
+        max_backoff: float = 60.0,
+        result_ttl: float = 3600.0,
+        dead_ttl: float = 14 * 86400.0,
+        events_max_len: int = 10_000,
+        watch_block: float = 2.0,
+    ) -> None:
+        if lease <= 0 or max_attempts < 1 or backoff < 0 or max_backoff < backoff:
+            raise ValueError("lease > 0, max_attempts >= 1, 0 <= backoff <= max_backoff")
+        if result_ttl <= 0 or dead_ttl <= 0 or events_max_len < 1:
+            raise ValueError("result_ttl, dead_ttl and events_max_len must be positive")
+        self.redis = redis
+        self.prefix = check_prefix(prefix)
+        self.keys = Keys(prefix)
+        self.codec = codec
+        self.result_codec = result_codec
+        self.lease = lease
+        self.max_attempts = max_attempts
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.result_ttl = result_ttl
+        self.dead_ttl = dead_ttl
+        self.events_max_len = events_max_len
+        self.watch_block = safe_block(redis, watch_block)
+        self.scripts = Scripts(redis)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(prefix={self.prefix!r})"
+
+    async def run_keyed(
+        self, job_id: str, call: Callable[[str], Awaitable[list[Any]]]
+    ) -> list[Any]:
+        """Runs a script that releases or binds the job's idempotency key.
+
+        A script cannot build that key's name itself (every key must be passed in), so the
+        caller reads the job's key first; the script checks it is still the job's and answers
+        ``STALE_READ`` if it changed in between (a custom id re-enqueued), and then it is read
+        again.
+        """
+        for _ in range(10):
+            raw = await self.redis.hget(self.keys.job(job_id), "idempotency_key")
+            reply = await call(text(raw) if raw else "")
+            if reply[0] != Code.STALE_READ:
+                return reply
+        raise RuntimeError(f"job {job_id!r} kept changing under a state change")

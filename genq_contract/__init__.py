@@ -1,0 +1,6 @@
+"""What the gateway, the workers and the CLI must agree on, defined once.
+
+Routing (which models run, on which provider queue), the common settings, the generation
+payload the gateway writes and the worker reads, the event vocabulary and the shared Redis key
+names. It imports only the queue core and pydantic; never FastAPI, never LiteLLM.
+"""

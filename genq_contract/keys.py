@@ -1,0 +1,60 @@
+"""The Redis keys genq's processes share beyond a queue's own (those are ``genq.Keys``).
+
+Two kinds:
+
+- keys under a provider queue's hash tag (``Keys.extra``), so they follow the queue to its
+  Cluster slot: the count of provider 429s (workers INCR it, the gateway's ``/metrics`` reads
+  it) and the queue-depth history of the operations chart (every gateway process samples it);
+- the gateway's own keys under the queue namespace: API keys (``genq keys`` writes them, the
+  gateway reads them), per-tenant rate buckets and in-flight sets, the operations audit log.
+  Queue keys start with ``{``, so these never collide with a provider's queue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from genq import Keys
+
+
+def provider_429_counter(queue: Keys) -> str:
+    """string: the number of 429 answers the queue's provider gave (an INCR per answer)."""
+    return queue.extra("metrics:provider_429_total")
+
+
+def history_keys(queue: Keys) -> tuple[str, str]:
+    """hashes: per time step, the queue's peak depth and its longest wait (the chart)."""
+    return queue.extra("history:depth"), queue.extra("history:wait")
+
+
+@dataclass(frozen=True)
+class GatewayKeys:
+    """The gateway's own keys, under the queue namespace (``GENQ_QUEUE_NAMESPACE``)."""
+
+    namespace: str
+
+    def _key(self, name: str) -> str:
+        return f"{self.namespace}:gateway:{name}"
+
+    @property
+    def api_keys(self) -> str:
+        """hash: API key digest -> grant JSON (``genq_contract.api_keys.KeyGrant``)."""
+        return self._key("apikeys")
+
+    @property
+    def audit(self) -> str:
+        """stream: who retried or purged which dead generations (``gateway.audit``)."""
+        return self._key("audit")
+
+    def rate(self, tenant: str) -> str:
+        """hash: the tenant's enqueue token bucket."""
+        return self._key(f"rate:{tenant}")
+
+    def in_flight(self, tenant: str) -> str:
+        """zset: the tenant's unfinished job ids, scored by the time they were accepted (ms)."""
+        return self._key(f"inflight:{tenant}")
+
+    def idempotency_claim(self, scoped_key: str) -> str:
+        """string: the token of the request accepting this ``<tenant>:<Idempotency-Key>`` now
+        (short-lived; ``gateway.limits.Limiter.claim``)."""
+        return self._key(f"idem-claim:{scoped_key}")
