@@ -50,7 +50,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from genq import Event, JobNotFoundError, Queue, visible_text
-from genq_cli.embedded_redis import EmbeddedRedis, die_with_parent
+from genq_cli.embedded_redis import EmbeddedRedis
+from workers.lifetime import die_with_parent
 
 MODEL = "demo/fast"
 TERMINAL = ("completed", "failed", "cancelled")

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 MAX_PRIORITY = 9
 MAX_JSON_DEPTH = 8
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,200}$"
+MAX_BATCH = 100
 
 
 def _check_json(value: Any, depth: int = 0) -> Any:
@@ -97,6 +98,47 @@ class GenerationCreated(BaseModel):
     result_url: str
     watch_token: str
     watch_token_expires_at: int
+
+
+class BatchItem(GenerationRequest):
+    """One item of ``POST /v1/generations:batch``: a generation body and its own key."""
+
+    idempotency_key: str | None = Field(
+        default=None,
+        pattern=IDEMPOTENCY_KEY_PATTERN,
+        description="As the Idempotency-Key header of a single POST, for this item alone",
+    )
+
+
+class BatchRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"items": [{"model": "demo/fast", "prompt": "Hi", "idempotency_key": "a"}]}
+            ]
+        },
+    )
+
+    items: list[dict[str, Any]] = Field(
+        min_length=1,
+        max_length=MAX_BATCH,
+        description="Each one a BatchItem (the body of POST /v1/generations plus "
+        "idempotency_key); an invalid item fails alone, with its own 422",
+    )
+
+
+class BatchItemError(BaseModel):
+    status: int
+    detail: str | list[Any]
+
+
+class BatchItemFailed(BaseModel):
+    error: BatchItemError
+
+
+class BatchCreated(BaseModel):
+    items: list[GenerationCreated | BatchItemFailed] = Field(description="In request order")
 
 
 class Generation(BaseModel):

@@ -5,6 +5,7 @@ from .active_job import ActiveJob, emit_many
 from .codecs import Codec, JsonCodec, PydanticCodec
 from .connection import RedisClient, RedisPipeline, connect
 from .errors import (
+    EnqueueManyError,
     GenqError,
     JobCancelledError,
     JobError,
@@ -18,7 +19,7 @@ from .errors import (
 from .events import Event, decode_entry, visible_text
 from .job import Job
 from .keys import Keys
-from .queue import Enqueued, Queue, QueueStats
+from .queue import Enqueued, EnqueueItem, Queue, QueueStats
 from .status import TERMINAL, JobStatus
 from .worker import Worker
 
@@ -28,6 +29,8 @@ __all__ = [
     "Codec",
     "DeadEntry",
     "DeadPage",
+    "EnqueueItem",
+    "EnqueueManyError",
     "Enqueued",
     "Event",
     "GenqError",

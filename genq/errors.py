@@ -6,12 +6,15 @@ GenqError
 ├── JobFailedError        wait(): the job dead-lettered (``.error`` says why)
 ├── JobCancelledError     wait(): the job was cancelled
 ├── JobLeaseLostError     emit/progress/heartbeat/settle by a holder whose lease is gone
+├── EnqueueManyError      enqueue_many(): some items failed (``.results``: one per item)
 └── JobError              raised by handlers to steer the retry decision
     ├── RetryJobError     retry, no sooner than ``retry_after`` seconds
     └── TerminalJobError  dead-letter now; a retry would fail the same way
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class GenqError(Exception):
@@ -65,3 +68,20 @@ class RetryJobError(JobError):
 
 class TerminalJobError(JobError):
     """Dead-letter the job at once: retrying would reproduce the failure."""
+
+
+class EnqueueManyError(GenqError):
+    """Some items of ``enqueue_many`` failed; every other item was enqueued.
+
+    ``results`` has one entry per item, in order: its ``Enqueued``, or the exception it got
+    (``ValueError`` for a bad option, :class:`JobExistsError` for a live custom id).
+    ``errors`` maps the index of each failed item to its exception.
+    """
+
+    def __init__(self, results: list[Any]) -> None:
+        self.results = results
+        self.errors = {i: r for i, r in enumerate(results) if isinstance(r, Exception)}
+        first = next(iter(self.errors.items()))
+        super().__init__(
+            f"{len(self.errors)} of {len(results)} items failed (item {first[0]}: {first[1]})"
+        )

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import math
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ._dead_letters import DeadEntry, DeadPage, format_cursor, parse_cursor, rows_after
+from ._enqueue import Enqueued, EnqueueItem, enqueue_batch, enqueue_call, enqueued
 from ._queue_base import QueueBase, ms
 from .active_job import ActiveJob
 from .cancellation import raise_if_cancelled
@@ -18,19 +17,10 @@ from .connection import RedisPipeline
 from .errors import JobCancelledError, JobFailedError, JobNotFoundError
 from .events import Event, check_cursor, decode_entry, text
 from .job import Job
-from .keys import check_job_id
-from .scripts import Code, raise_for
 from .status import TERMINAL, JobStatus
 from .worker import Worker
 
-PRIORITY_RANGE = range(-1000, 1001)
-MAX_IDEMPOTENCY_KEY = 512
-
-
-@dataclass(frozen=True)
-class Enqueued:
-    id: str
-    deduplicated: bool
+__all__ = ["EnqueueItem", "Enqueued", "Queue", "QueueStats"]
 
 
 @dataclass(frozen=True)
@@ -69,48 +59,24 @@ class Queue(QueueBase):
         ``deduplicated=True``. Reusing a finished ``job_id`` starts clean; a live one raises
         :class:`JobExistsError`.
         """
-        if not isinstance(priority, int) or priority not in PRIORITY_RANGE:
-            raise ValueError("priority must be an integer from -1000 to 1000")
-        if not math.isfinite(delay) or delay < 0:
-            raise ValueError("delay must be a finite number of seconds >= 0")
-        attempts = self.max_attempts if max_attempts is None else max_attempts
-        if attempts < 1:
-            raise ValueError("max_attempts must be >= 1")
-        if idempotency_key is not None and not 0 < len(idempotency_key) <= MAX_IDEMPOTENCY_KEY:
-            raise ValueError(f"idempotency_key must be 1-{MAX_IDEMPOTENCY_KEY} characters")
-        idem_ttl = self.result_ttl if idempotency_ttl is None else idempotency_ttl
-        if idem_ttl <= 0:
-            raise ValueError("idempotency_ttl must be positive")
-        # The nonce lets a resent enqueue recognise the job it already made; a generated id
-        # is unique on its own.
-        nonce = uuid.uuid4().hex
-        job_id = check_job_id(job_id) if job_id is not None else nonce
-        k = self.keys
-        code, bound = await self.scripts.enqueue(
-            keys=[
-                k.job(job_id),
-                k.events(job_id),
-                k.ready,
-                k.scheduled,
-                k.rank,
-                k.dead,
-                k.signal,
-                k.seq,
-                k.idempotency(idempotency_key or ""),
-            ],
-            args=[
-                job_id,
-                nonce,
-                self.codec.encode(payload),
-                priority,
-                ms(delay),
-                attempts,
-                idempotency_key or "",
-                ms(idem_ttl),
-            ],
+        item = EnqueueItem(
+            payload, idempotency_key, priority, delay, job_id, max_attempts, idempotency_ttl
         )
-        raise_for(code, job_id)
-        return Enqueued(id=text(bound), deduplicated=code == Code.DEDUPLICATED)
+        call = enqueue_call(self, item)
+        keys, args = call
+        return enqueued(call, await self.scripts.enqueue(keys=keys, args=args))
+
+    async def enqueue_many(self, items: Iterable[EnqueueItem]) -> list[Enqueued]:
+        """Adds many jobs in one round trip: each item is one ``enqueue`` (same script, same
+        checks, same idempotency), pipelined, not a transaction. Outcomes come in item order.
+
+        An item that fails (a bad option, or :class:`JobExistsError` for a live custom id)
+        does not stop the others: every other item is enqueued, and then
+        :class:`EnqueueManyError` is raised with ``results``, one per item: its
+        :class:`Enqueued` or its exception. Two items with one idempotency key make one job
+        (the later one is ``deduplicated``). Safe to resend, as ``enqueue`` is.
+        """
+        return await enqueue_batch(self, items)
 
     # -- reading -------------------------------------------------------------------------------
 

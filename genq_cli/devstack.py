@@ -18,7 +18,9 @@ from pathlib import Path
 
 import httpx
 
-from .embedded_redis import EmbeddedRedis, die_with_parent
+from workers.lifetime import die_with_parent
+
+from .embedded_redis import EmbeddedRedis
 
 DEV_DEFAULTS = {
     "GENQ_DEV": "1",

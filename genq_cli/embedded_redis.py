@@ -7,23 +7,14 @@ killed with SIGKILL leaves no orphan server behind.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """Runs in a child between fork and exec: the kernel kills it when its parent dies."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+from workers.lifetime import die_with_parent
 
 
 def free_port() -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Annotated
 
 import typer
@@ -60,11 +61,36 @@ def serve(
 
 
 @app.command()
-def worker() -> None:
-    """Run a generation worker for the configured providers (settings from GENQ_*)."""
-    from workers.run import run_worker  # imported here: LiteLLM stays out of `genq serve`
+def worker(
+    processes: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Worker processes, under a supervisor (default: one per core); "
+            "1 runs the worker in this process",
+        ),
+    ] = None,
+) -> None:
+    """Run generation workers for the configured providers (settings from GENQ_*).
 
-    run_worker()
+    SIGTERM drains every process (GENQ_DRAIN_DEADLINE); exit 0 once all have drained."""
+    count = processes or usable_cores()
+    if count == 1:
+        from workers.run import run_worker  # imported here: LiteLLM stays out of `genq serve`
+
+        run_worker()
+        return
+    from workers.supervise import supervise  # the supervisor itself never imports LiteLLM
+
+    raise typer.Exit(supervise(count))
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (a container's cpuset, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 @app.command()

@@ -7,7 +7,8 @@
         record = await genq.wait(created.id)          # the terminal record, with its text
 
 ``generate`` sends an Idempotency-Key (one is made up when not given) and retries a request
-whose answer was lost with the same key, so a retry never bills twice. ``stream`` reconnects
+whose answer was lost with the same key, so a retry never bills twice; ``generate_many`` does
+the same per item, 100 items per request. ``stream`` reconnects
 after a dropped connection or a gateway restart with ``Last-Event-ID``, so no event is missed
 or repeated; it ends after the terminal event. ``text`` follows a stream and returns the final
 text, clearing what it gathered on a ``restarted`` event.
@@ -32,6 +33,8 @@ from anyio.from_thread import start_blocking_portal
 TERMINAL_TYPES = frozenset({"completed", "failed", "cancelled"})
 WAIT_SLICE = 30.0
 GENERATE_ATTEMPTS = 3
+BATCH_SIZE = 100
+"""Items per ``POST /v1/generations:batch`` (the gateway's limit)."""
 
 
 class APIError(Exception):
@@ -133,8 +136,7 @@ async def _events(response: httpx.Response, parser: _SSEParser) -> AsyncGenerato
         yield event
 
 
-def _created(response: httpx.Response) -> Created:
-    body = response.json()
+def _created(body: dict[str, Any]) -> Created:
     return Created(
         id=body["id"],
         status=body["status"],
@@ -142,6 +144,14 @@ def _created(response: httpx.Response) -> Created:
         events_url=body["events_url"],
         watch_token=body["watch_token"],
     )
+
+
+def _item_outcome(item: dict[str, Any]) -> Created | APIError:
+    """One entry of a batch answer: the generation, or the error a single POST would raise."""
+    error = item.get("error")
+    if error is not None:
+        return APIError(error["status"], error["detail"])
+    return _created(item)
 
 
 def _raise_for(response: httpx.Response) -> None:
@@ -232,16 +242,38 @@ class AsyncClient:
             metadata=metadata,
         )
         headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
+        return _created((await self._post("/v1/generations", body, headers)).json())
+
+    async def generate_many(self, items: list[dict[str, Any]]) -> list[Created | APIError]:
+        """Enqueues many generations: ``items`` are bodies of ``POST /v1/generations`` (model,
+        prompt or messages, params, priority, delay_ms, metadata) plus ``idempotency_key``.
+
+        Sent 100 per request, in order. Returns one outcome per item: its :class:`Created`,
+        or the :class:`APIError` a single ``generate`` would have raised (a failed item does
+        not stop the others). Items without a key get a made-up one, so a request retried
+        after a lost answer never bills an item twice. A refused request raises APIError.
+        """
+        keyed = [{**item, "idempotency_key": item.get("idempotency_key") or uuid.uuid4().hex}
+                 for item in items]  # fmt: skip
+        outcomes: list[Created | APIError] = []
+        for start in range(0, len(keyed), BATCH_SIZE):
+            body = {"items": keyed[start : start + BATCH_SIZE]}
+            response = await self._post("/v1/generations:batch", body, {})
+            outcomes += [_item_outcome(item) for item in response.json()["items"]]
+        return outcomes
+
+    async def _post(self, path: str, body: Any, headers: dict[str, str]) -> httpx.Response:
+        """POSTs an idempotent request, retrying a lost answer or a 503; raises for an error."""
         for attempt in range(GENERATE_ATTEMPTS):
             try:
-                response = await self._http.post("/v1/generations", json=body, headers=headers)
+                response = await self._http.post(path, json=body, headers=headers)
             except httpx.TransportError:
                 if attempt == GENERATE_ATTEMPTS - 1:
                     raise
             else:
                 if response.status_code != 503 or attempt == GENERATE_ATTEMPTS - 1:
                     _raise_for(response)
-                    return _created(response)
+                    return response
             await asyncio.sleep(0.2 * 2**attempt)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -361,6 +393,10 @@ class Client:
     def generate(self, model: str, prompt: str | None = None, **options: Any) -> Created:
         """See :meth:`AsyncClient.generate`."""
         return self._portal.call(partial(self._async.generate, model, prompt, **options))
+
+    def generate_many(self, items: list[dict[str, Any]]) -> list[Created | APIError]:
+        """See :meth:`AsyncClient.generate_many`."""
+        return self._portal.call(self._async.generate_many, items)
 
     def get(self, job_id: str) -> dict[str, Any]:
         return self._portal.call(self._async.get, job_id)

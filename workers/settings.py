@@ -27,9 +27,11 @@ class WorkerSettings(CommonSettings):
     """GENQ_MAX_BACKOFF: the backoff's ceiling, seconds (a Retry-After may exceed it)."""
     silence_timeout: float = Field(30.0, gt=0)
     """GENQ_SILENCE_TIMEOUT: a stream silent this long is aborted and retried."""
-    drain_deadline: float = Field(25.0, ge=0)
+    drain_deadline: float = Field(600.0, ge=0)
     """GENQ_DRAIN_DEADLINE: on SIGTERM, seconds in-flight jobs get to finish before being
-    handed back (keep it under the orchestrator's kill grace period, 30 s by default)."""
+    handed back: long enough that a deploy does not cut (and re-bill) long generations. Keep
+    the orchestrator's kill grace period above it (compose ``stop_grace_period: 630s``,
+    Kubernetes ``terminationGracePeriodSeconds: 630``)."""
     coalesce_window_ms: float = Field(10.0, ge=0)
     """GENQ_COALESCE_WINDOW_MS: deltas (of all jobs of a provider) arriving within this window
     share one round trip; 0 = one emit per delta."""

@@ -1,12 +1,16 @@
-"""Generations: enqueue, read, cancel, wait for the result, mint a fresh watch token."""
+"""Generations: enqueue (one, or a batch), read, cancel, wait for the result, mint a fresh
+watch token."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Annotated
+import json
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
 
 from genq import TERMINAL, Event, Job, JobStatus
 
@@ -20,18 +24,23 @@ from ..deps import (
     tenant_of,
 )
 from ..disconnect import unless_disconnected
-from ..errors import NotFound
+from ..errors import NotFound, error_response
 from ..records import events_url, to_generation
 from ..schemas import (
     ERRORS,
     IDEMPOTENCY_KEY_PATTERN,
+    BatchCreated,
+    BatchItem,
+    BatchItemError,
+    BatchItemFailed,
+    BatchRequest,
     CancelResult,
     Generation,
     GenerationCreated,
     GenerationRequest,
     WatchToken,
 )
-from ..submit import submit
+from ..submit import Submitted, submit
 from ..tail import Tail, cancel_and_wait
 
 router = APIRouter(prefix="/v1/generations", tags=["generations"], responses=ERRORS)
@@ -59,10 +68,62 @@ async def create_generation(
 ) -> GenerationCreated:
     """Enqueues a generation (202), or returns the one this Idempotency-Key made (200)."""
     submitted = await submit(gateway, principal, body, idempotency_key)
-    token, expires = gateway.tokens.issue(principal.tenant, submitted.id)
     if submitted.deduplicated:
         response.status_code = 200
     response.headers["Location"] = f"/v1/generations/{submitted.id}"
+    return _created(gateway, principal, submitted)
+
+
+@router.post(
+    ":batch",
+    response_model=BatchCreated,
+    responses={207: {"model": BatchCreated, "description": "Some items failed"}},
+)
+async def create_generations(
+    body: BatchRequest, gateway: GatewayDep, principal: PrincipalDep, response: Response
+) -> BatchCreated:
+    """Enqueues 1 to 100 generations, each item exactly as a single POST with its own
+    ``idempotency_key`` would be (validation, limits, replays), in request order.
+
+    Answers one entry per item, in order: the created (or replayed) generation, or
+    ``{"error": {status, detail}}`` with the status a single POST would have answered. 200 when
+    no item failed, 207 when some did. Once storage is unavailable (503) the remaining items
+    get that answer without being tried."""
+    items: list[GenerationCreated | BatchItemFailed] = []
+    for raw in body.items:
+        unavailable = (
+            items and isinstance(items[-1], BatchItemFailed) and items[-1].error.status == 503
+        )
+        # Storage down or full: the rest would wait for the same timeouts to learn the same.
+        items.append(items[-1] if unavailable else await _batch_item(gateway, principal, raw))
+    if any(isinstance(item, BatchItemFailed) for item in items):
+        response.status_code = 207
+    return BatchCreated(items=items)
+
+
+async def _batch_item(
+    gateway: GatewayDep, principal: PrincipalDep, raw: dict[str, Any]
+) -> GenerationCreated | BatchItemFailed:
+    try:
+        item = BatchItem.model_validate(raw)
+        submitted = await submit(gateway, principal, item, item.idempotency_key)
+    except ValidationError as exc:
+        return _failed(RequestValidationError(exc.errors()))
+    except Exception as exc:  # answered per item, as error_response answers a single POST
+        return _failed(exc)
+    return _created(gateway, principal, submitted)
+
+
+def _failed(exc: Exception) -> BatchItemFailed:
+    answer = error_response(exc)
+    detail = json.loads(bytes(answer.body))["detail"]
+    return BatchItemFailed(error=BatchItemError(status=answer.status_code, detail=detail))
+
+
+def _created(
+    gateway: GatewayDep, principal: PrincipalDep, submitted: Submitted
+) -> GenerationCreated:
+    token, expires = gateway.tokens.issue(principal.tenant, submitted.id)
     return GenerationCreated(
         id=submitted.id,
         status=submitted.status,

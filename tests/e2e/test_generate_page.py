@@ -300,7 +300,9 @@ def test_generate_page_shows_waiting_then_retrying_countdown(
 def test_generate_page_shows_a_failure(stack: Stack, page: Page) -> None:
     open_generate(page, stack)
     job_id = generate(page, "demo/fast", "Refused [demo:400]")
-    expect(page.locator("#status")).to_have_text(re.compile(r"^Failed: .*invalid request"))
+    expect(page.locator("#status")).to_have_text(
+        re.compile(r"^Failed: .*invalid request"), timeout=30_000
+    )
     assert stack.result(job_id)["status"] == "failed"
     expect(page.locator("#generate")).to_be_enabled()
     expect(page.locator("#stop")).to_be_disabled()

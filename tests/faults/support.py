@@ -14,8 +14,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from genq import ActiveJob, Event, JobNotFoundError, Queue
-from genq_cli.embedded_redis import die_with_parent
 from tests.processes import WorkerProcess
+from workers.lifetime import die_with_parent
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER_MODULE = "tests.genq.worker_process"

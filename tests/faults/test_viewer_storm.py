@@ -27,9 +27,10 @@ import pytest
 
 from gateway.auth import hash_key
 from genq import ActiveJob, Event, Queue, RetryJobError, visible_text
-from genq_cli.embedded_redis import die_with_parent, free_port
+from genq_cli.embedded_redis import free_port
 from tests.faults.invariants import check_invariants
 from tests.faults.support import ROOT, Viewer
+from workers.lifetime import die_with_parent
 
 pytestmark = pytest.mark.timeout(45)
 

@@ -24,6 +24,7 @@ import yaml
 
 from gateway.auth import hash_key
 from genq_cli.embedded_redis import free_port
+from workers.settings import WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -75,6 +76,22 @@ def test_compose_requires_the_secrets_and_lets_workers_scale() -> None:
     assert (ROOT / "Dockerfile").read_text().startswith("# The genq image")
     assert "FROM python:3.11-slim" in (ROOT / "Dockerfile").read_text()
     assert "[all]" in (ROOT / "Dockerfile").read_text()  # the image installs the built wheel
+
+
+def test_compose_grace_period_outlasts_the_worker_drain() -> None:
+    """`docker compose stop` (a deploy) must not SIGKILL a worker still draining."""
+    grace = duration_seconds(compose()["services"]["worker"]["stop_grace_period"])
+    drain = WorkerSettings().drain_deadline
+    assert drain >= 600  # long generations finish instead of being handed back (re-billed)
+    assert drain < grace <= drain + 60
+
+
+def duration_seconds(value: str) -> float:
+    """Compose's duration (``630s``, ``10m30s``) in seconds."""
+    units = {"h": 3600, "m": 60, "s": 1}
+    parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", value)
+    assert parts and "".join(n + u for n, u in parts) == value, value
+    return sum(float(n) * units[u] for n, u in parts)
 
 
 @pytest.fixture

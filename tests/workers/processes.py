@@ -1,4 +1,5 @@
-"""``python -m workers`` as a real child process, for the kill and drain tests."""
+"""``python -m workers`` (or another worker command) as a real child process, for the kill,
+drain and supervisor tests."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,11 +24,12 @@ class WorkerChild:
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
-    async def spawn(cls, env: dict[str, str]) -> WorkerChild:
+    async def spawn(
+        cls, env: dict[str, str], args: Sequence[str] = ("-m", "workers")
+    ) -> WorkerChild:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-m",
-            "workers",
+            *args,
             cwd=ROOT,
             env={**os.environ, "GENQ_LOG_LEVEL": "INFO", **env},
             stdout=asyncio.subprocess.DEVNULL,
@@ -40,13 +43,13 @@ class WorkerChild:
             self.lines.append(line.decode(errors="replace").rstrip())
             self._new_line.set()
 
-    async def wait_for_log(self, text: str, timeout: float = START_TIMEOUT) -> str:
-        """The first log line containing ``text``; fails if the process exits first."""
+    async def wait_for_log(self, text: str, timeout: float = START_TIMEOUT, nth: int = 1) -> str:
+        """The ``nth`` log line containing ``text``; fails if the process exits first."""
         async with asyncio.timeout(timeout):
             while True:
-                for line in self.lines:
-                    if text in line:
-                        return line
+                found = [line for line in self.lines if text in line]
+                if len(found) >= nth:
+                    return found[nth - 1]
                 if self.proc.returncode is not None or self._reader.done():
                     raise AssertionError(f"worker exited before logging {text!r}: {self.log}")
                 self._new_line.clear()
