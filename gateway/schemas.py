@@ -5,14 +5,29 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Literal
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 MAX_PRIORITY = 9
 MAX_JSON_DEPTH = 8
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,200}$"
 MAX_BATCH = 100
+INSTANT_SCHEMA = {
+    "anyOf": [
+        {"type": "string", "format": "date-time"},
+        {"type": "number", "minimum": 0},
+        {"type": "null"},
+    ]
+}
 
 
 def _check_json(value: Any, depth: int = 0) -> Any:
@@ -28,6 +43,23 @@ def _check_json(value: Any, depth: int = 0) -> Any:
         for item in value:
             _check_json(item, depth + 1)
     return value
+
+
+def _epoch_seconds(value: Any) -> float:
+    """An instant given as RFC 3339 text (with its UTC offset) or epoch seconds, in seconds."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError("run_at must be an RFC 3339 date-time or epoch seconds")
+    if isinstance(value, str):
+        try:
+            instant = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError("run_at is not an RFC 3339 date-time") from None
+        if instant.tzinfo is None:
+            raise ValueError("run_at needs a UTC offset (Z or +hh:mm)")
+        return instant.timestamp()
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("run_at must be finite, non-negative epoch seconds")
+    return float(value)
 
 
 class Message(BaseModel):
@@ -55,6 +87,18 @@ class GenerationRequest(BaseModel):
     )
     priority: int = Field(default=0, ge=0, le=MAX_PRIORITY, description="9 runs before 0")
     delay_ms: int = Field(default=0, ge=0, description="Start no sooner than this")
+    run_at: Annotated[float | None, WithJsonSchema(INSTANT_SCHEMA)] = Field(
+        default=None,
+        description="Start no sooner than this instant: RFC 3339 with an offset, or epoch "
+        "seconds; not with delay_ms; a past instant starts now",
+        examples=["2030-01-01T09:00:00Z", 1893488400],
+    )
+    max_attempts: int | None = Field(
+        default=None,
+        ge=1,
+        description="Attempts of this job, 1 to the gateway's GENQ_MAX_ATTEMPTS_CEILING; "
+        "default GENQ_MAX_ATTEMPTS",
+    )
     metadata: dict[str, str | int | float | bool | None] = Field(
         default_factory=dict, max_length=32, description="Kept with the job, returned as is"
     )
@@ -65,10 +109,17 @@ class GenerationRequest(BaseModel):
         checked: dict[str, Any] = _check_json(value)
         return checked
 
+    @field_validator("run_at", mode="before")
+    @classmethod
+    def _instant(cls, value: Any) -> float | None:
+        return None if value is None else _epoch_seconds(value)
+
     @model_validator(mode="after")
     def _one_input(self) -> GenerationRequest:
         if (self.messages is None) == (self.prompt is None):
             raise ValueError("give exactly one of 'messages' or 'prompt'")
+        if self.run_at is not None and "delay_ms" in self.model_fields_set:
+            raise ValueError("give either 'run_at' or 'delay_ms', not both")
         return self
 
     def conversation(self) -> list[dict[str, str]]:
@@ -86,6 +137,11 @@ class GenerationRequest(BaseModel):
             "delay_ms": self.delay_ms,
             "metadata": self.metadata,
         }
+        # Absent when unset, so that keys bound before these fields existed stay valid.
+        if self.max_attempts is not None:
+            canonical["max_attempts"] = self.max_attempts
+        if self.run_at is not None:  # the instant, whichever form it came in
+            canonical["run_at"] = self.run_at
         text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -153,7 +209,9 @@ class Generation(BaseModel):
     error: str | None = None
     attempt: int
     max_attempts: int
-    progress: float
+    progress: float | None = Field(
+        default=None, description="0..1 as the handler last reported it; null until it reports"
+    )
     priority: int
     cancel_requested: bool
     idempotency_key: str | None = None

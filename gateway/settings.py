@@ -54,6 +54,8 @@ class Settings(CommonSettings):
 
     max_body_bytes: int = Field(default=256 * 1024, ge=1024)
     max_delay_ms: int = Field(default=86_400_000, ge=0)
+    max_attempts_ceiling: int = Field(default=10, ge=1)
+    """The most attempts a request's ``max_attempts`` may ask for."""
 
     tenant_rate: float = Field(default=5.0, gt=0)
     """Enqueues per second per tenant (token bucket refill)."""

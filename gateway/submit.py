@@ -11,6 +11,7 @@ original: the key's acceptance is claimed first (:meth:`gateway.limits.Limiter.c
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,11 +48,19 @@ async def _submit(
     settings = gateway.settings
     if body.delay_ms > settings.max_delay_ms:
         raise Unprocessable(f"delay_ms must be at most {settings.max_delay_ms}")
+    if body.max_attempts is not None and body.max_attempts > settings.max_attempts_ceiling:
+        raise Unprocessable(f"max_attempts must be at most {settings.max_attempts_ceiling}")
     try:
         provider, queue = gateway.queues.for_model(body.model)
         gateway.queues.routing.check_params(body.model, body.params)
     except RoutingError as exc:
         raise Unprocessable(str(exc)) from exc
+    delay_ms = body.delay_ms
+    if body.run_at is not None:
+        until_ms = await _until(queue, body.run_at)
+        if until_ms > settings.max_delay_ms:
+            raise Unprocessable(f"run_at must be at most {settings.max_delay_ms} ms from now")
+        delay_ms = math.ceil(until_ms)  # never before the instant asked for
 
     tenant = principal.tenant
     fingerprint = body.fingerprint()
@@ -85,8 +94,9 @@ async def _submit(
             payload.model_dump(),
             idempotency_key=scoped_key,
             priority=body.priority,
-            delay=body.delay_ms / 1000,
+            delay=delay_ms / 1000,
             job_id=job_id,
+            max_attempts=body.max_attempts,  # None: the queue's GENQ_MAX_ATTEMPTS
         )
     except BaseException:
         await asyncio.shield(gateway.limiter.release(tenant, job_id))
@@ -98,7 +108,13 @@ async def _submit(
             return _replay(job, tenant, fingerprint, gateway, queue_name=provider)
         raise Unprocessable("the generation bound to this Idempotency-Key just expired; retry")
     gateway.metrics.enqueued.labels(provider).inc()
-    return Submitted(job_id, "scheduled" if body.delay_ms else "waiting", deduplicated=False)
+    return Submitted(job_id, "scheduled" if delay_ms else "waiting", deduplicated=False)
+
+
+async def _until(queue: Queue, run_at: float) -> float:
+    """Milliseconds from now to ``run_at`` on the Redis clock (the one the queue schedules
+    by, so gateways with skewed clocks agree); 0 for an instant already past."""
+    return max(0.0, (run_at - await queue.server_time()) * 1000)
 
 
 async def _bound_job(gateway: Gateway, scoped_key: str) -> Job | None:

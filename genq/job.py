@@ -14,9 +14,16 @@ def _seconds(ms: str | None) -> float | None:
     return int(ms) / 1000 if ms else None
 
 
+def _progress(value: str | None) -> float | None:
+    """None until the handler reports progress: 0 would claim it reported nothing done."""
+    return float(value) if value else None
+
+
 @dataclass(frozen=True)
 class Job:
-    """A snapshot of a job. ``result`` is set only when ``status`` is ``completed``."""
+    """A snapshot of a job. ``result`` is set only when ``status`` is ``completed``;
+    ``progress`` is None until the handler first calls ``job.progress(x)`` (1.0 once completed).
+    """
 
     id: str
     status: JobStatus
@@ -24,7 +31,7 @@ class Job:
     result: Any
     attempt: int
     max_attempts: int
-    progress: float
+    progress: float | None
     error: str | None
     priority: int
     created_at: float
@@ -55,7 +62,7 @@ class Job:
             result=result_codec.decode(f["result"]) if completed else None,
             attempt=int(f.get("attempt", 0)),
             max_attempts=int(f.get("max_attempts", 0)),
-            progress=float(f.get("progress") or 0),
+            progress=_progress(f.get("progress")),
             error=f.get("error") or None,
             priority=int(f.get("priority", 0)),
             created_at=_seconds(f.get("created_at")) or 0.0,

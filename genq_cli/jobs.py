@@ -20,6 +20,7 @@ from .support import client, fail, run, write
 
 EXIT_BY_STATUS = {COMPLETED: 0, FAILED: 1, CANCELLED: 2}
 EXIT_UNFINISHED = 3
+NO_PROGRESS = "no progress"  # a record or bar before the handler reports any
 
 
 def exit_code(status: str) -> int:
@@ -103,6 +104,8 @@ def show(record: dict[str, Any]) -> None:
     for name in ("id", "status", "model", "attempt", "max_attempts", "progress", "error"):
         if record.get(name) is not None:
             typer.echo(f"{name}: {record[name]}")
+        elif name == "progress":
+            typer.echo(f"progress: {NO_PROGRESS}")
     if record.get("text") is not None:
         typer.echo("")
         typer.echo(record["text"])
@@ -157,7 +160,10 @@ class _Text:
 
 
 class _Bar:
-    """A rich progress bar (on stderr): ``progress`` events, or the characters received."""
+    """A rich progress bar (on stderr): ``progress`` events, or the characters received.
+
+    Until the handler reports progress the bar pulses and reads "no progress" (not 0%).
+    """
 
     def __init__(self) -> None:
         from rich.console import Console
@@ -166,12 +172,12 @@ class _Bar:
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
-            TextColumn("{task.percentage:>3.0f}%"),
+            TextColumn("{task.fields[done]}"),
             TextColumn("{task.fields[chars]} chars"),
             TimeElapsedColumn(),
             console=Console(stderr=True),
         )
-        self.task = self.progress.add_task("running", total=1.0, chars=0)
+        self.task = self.progress.add_task("running", total=None, chars=0, done=NO_PROGRESS)
         self.chars = 0
 
     def __enter__(self) -> _Bar:
@@ -181,16 +187,20 @@ class _Bar:
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
+    def _report(self, fraction: float) -> None:
+        self.progress.update(self.task, total=1.0, completed=fraction, done=f"{fraction:>4.0%}")
+
     def on(self, event: Event) -> None:
         if event.type == CHUNK:
             self.chars += len(chunk_text(event.data))
         elif event.type == RESTARTED:
             self.chars = 0
-            self.progress.update(self.task, completed=0.0)
+            self.progress.update(self.task, total=None, completed=0.0, done=NO_PROGRESS)
         elif event.type == PROGRESS:
             with contextlib.suppress(TypeError, ValueError):
-                self.progress.update(self.task, completed=float(event.data))
+                self._report(float(event.data))
         elif event.terminal:
-            done = 1.0 if event.type == COMPLETED else None
-            self.progress.update(self.task, description=event.type, completed=done)
+            if event.type == COMPLETED:
+                self._report(1.0)
+            self.progress.update(self.task, description=event.type)
         self.progress.update(self.task, chars=self.chars)

@@ -400,7 +400,7 @@ async function deadAction(action, ids) {
 async function purgeDead(queue, ids) {
   const answer = await api(`${queuePath(queue)}/dead/purge`, {
     method: "POST",
-    body: ids === null ? {} : { ids }, // no ids: every dead letter of the queue
+    body: ids === null ? { all: true } : { ids }, // the API refuses `{}`: "all" must be explicit
   });
   return answer?.count ?? answer?.purged ?? (ids ? ids.length : 0);
 }
@@ -409,7 +409,7 @@ async function purgeDead(queue, ids) {
 // with only the per-job route (`POST .../dead/{id}/retry`) gets one request per job instead.
 async function retryDead(queue, ids) {
   try {
-    const answer = await api(`${queuePath(queue)}/dead/retry`, { method: "POST", body: ids === null ? {} : { ids } });
+    const answer = await api(`${queuePath(queue)}/dead/retry`, { method: "POST", body: ids === null ? { all: true } : { ids } });
     return answer?.count ?? answer?.retried ?? (ids ? ids.length : 0);
   } catch (err) {
     if (!(err instanceof ApiError) || ![404, 405].includes(err.status)) throw err;
@@ -493,11 +493,17 @@ function pretty(value) {
   return typeof value === "string" ? value : JSON.stringify(value, null, 2);
 }
 
+// Null until the handler reports progress: "no progress" rather than a misleading 0%.
+function formatProgress(value) {
+  return typeof value === "number" ? `${Math.round(value * 100)}%` : "no progress";
+}
+
 function renderRecord(record) {
   const fields = [
     ["Status", el("span", { class: `badge ${record.status ?? ""}` }, record.status ?? "—")],
     ["Queue", record.queue ?? jobView.queue],
     ["Attempts", record.max_attempts ? `${record.attempt ?? 0} of ${record.max_attempts}` : record.attempt ?? "—"],
+    ["Progress", formatProgress(record.progress)],
     ["Error", record.error ?? "—"],
     ["Priority", record.priority ?? "—"],
     ["Tenant", record.tenant ?? "—"],

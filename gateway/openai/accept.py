@@ -5,6 +5,7 @@ same tenant limits and idempotency as ``POST /v1/generations``); and how they st
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Header
@@ -28,16 +29,24 @@ IdempotencyKey = Annotated[
 ]
 
 
+@dataclass(frozen=True)
+class Accepted:
+    owned: OwnedJob
+    created: bool
+    """This request made the generation (False: an Idempotency-Key replay found it)."""
+
+
 async def accept(
     gateway: Gateway, principal: Principal, body: GenerationRequest, idempotency_key: str | None
-) -> OwnedJob:
+) -> Accepted:
     """Enqueues the generation (or finds the one this Idempotency-Key made)."""
     try:
         gateway.queues.for_model(body.model)
     except ModelNotAllowedError as exc:
         raise model_not_found(body.model) from exc
     submitted = await submit(gateway, principal, body, idempotency_key)
-    return await load_owned_job(gateway, submitted.id, principal.tenant)
+    owned = await load_owned_job(gateway, submitted.id, principal.tenant)
+    return Accepted(owned, created=not submitted.deduplicated)
 
 
 def sse_response(stream: AsyncIterator[bytes]) -> StreamingResponse:

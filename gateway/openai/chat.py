@@ -112,7 +112,7 @@ async def create_chat_completion(
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=60)] = None,
 ) -> Response:
     """A chat completion; see the module's docstring for re-attaching and cancelling."""
-    owned = await accept(gateway, principal, body.generation(), idempotency_key)
+    owned = (await accept(gateway, principal, body.generation(), idempotency_key)).owned
     bound = idempotency_key is not None
     if body.stream:
         cursor = parse_cursor(last_event_id, "Last-Event-ID") if bound else None

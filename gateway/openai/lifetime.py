@@ -18,7 +18,7 @@ from genq import TERMINAL, Job
 
 from ..deps import Gateway, OwnedJob
 from ..disconnect import unless_disconnected
-from ..routes.generations import _wait_for_end
+from ..routes.generations import wait_for_end
 from ..tail import ViewerLagged
 
 _cancels: set[asyncio.Task[bool]] = set()
@@ -53,7 +53,7 @@ async def until_terminal(gateway: Gateway, owned: OwnedJob) -> Job:
     """Waits on the shared tail, however long, for the job to finish."""
     job = owned.job
     while job.status not in TERMINAL:
-        job = await _wait_for_end(
+        job = await wait_for_end(
             gateway, OwnedJob(owned.provider, owned.queue, job), gateway.settings.max_wait
         )
     return job

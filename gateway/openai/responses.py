@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from genq import TERMINAL, JobStatus
 
 from ..deps import Gateway, GatewayDep, OwnedJob, PrincipalDep, load_owned_job
-from ..routes.generations import _wait_for_end
+from ..routes.generations import wait_for_end
 from .accept import IdempotencyKey, accept, sse_response
 from .errors import OpenAIError, OpenAIRoute
 from .lifetime import end_or_leave, tied
@@ -44,11 +44,15 @@ async def create_response(
     """``background: true`` answers at once (``queued``); ``stream: true`` streams the events;
     otherwise the answer waits for the end. Without ``background`` or an Idempotency-Key the
     generation is tied to this request: disconnecting cancels it."""
-    owned = await accept(gateway, principal, body.generation(), idempotency_key)
+    accepted = await accept(gateway, principal, body.generation(), idempotency_key)
+    owned = accepted.owned
     bound = body.background or idempotency_key is not None
     if body.stream:
         return event_stream(gateway, owned, -1, cancel=not bound)
     if body.background:
+        if accepted.created:  # as OpenAI answers: the state at acceptance, even if a worker
+            # already picked it up (a replay shows the state it is in now)
+            return JSONResponse(response_object(owned.job, "", status="queued"))
         return JSONResponse(await as_response(owned))
     job = await end_or_leave(request, gateway, owned, cancel=not bound)
     if job is None:
@@ -77,7 +81,7 @@ async def retrieve_response(
 def _last_event(value: str | None) -> int:
     if not value:
         return -1
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         raise OpenAIError(400, "Last-Event-ID must be a sequence_number", param="Last-Event-ID")
     return int(value)
 
@@ -93,9 +97,7 @@ async def cancel_response(
     cancelled = await owned.queue.cancel(owned.job.id)
     job = await owned.queue.get(owned.job.id) or owned.job
     if cancelled and job.status not in TERMINAL:
-        job = await _wait_for_end(
-            gateway, OwnedJob(owned.provider, owned.queue, job), CANCEL_SETTLE
-        )
+        job = await wait_for_end(gateway, OwnedJob(owned.provider, owned.queue, job), CANCEL_SETTLE)
     view = OwnedJob(owned.provider, owned.queue, job)
     body = await as_response(view)
     if cancelled and job.status is not JobStatus.CANCELLED:

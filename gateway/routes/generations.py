@@ -177,7 +177,7 @@ async def generation_result(
     cancelled alike), or 202 with the current record when the timeout passed first. A tenant
     holds at most ``GENQ_TENANT_MAX_WAITS`` waits at once (429 beyond)."""
     owned = await load_owned_job(gateway, job_id, principal.tenant)
-    wait = _wait_for_end(gateway, owned, min(timeout, gateway.settings.max_wait))
+    wait = wait_for_end(gateway, owned, min(timeout, gateway.settings.max_wait))
     answered, job = await unless_disconnected(request, wait)
     if not answered or job is None:  # the client hung up: free its wait at once
         return Response(status_code=499)
@@ -203,7 +203,7 @@ async def _until_terminal(tail: Tail, job_id: str, last: Event | None) -> None:
                 return
 
 
-async def _wait_for_end(gateway: GatewayDep, owned: OwnedJob, timeout: float) -> Job:
+async def wait_for_end(gateway: GatewayDep, owned: OwnedJob, timeout: float) -> Job:
     """Waits on the shared tail (no Redis connection held) for the terminal event."""
     if owned.job.status in TERMINAL or timeout <= 0:
         return owned.job

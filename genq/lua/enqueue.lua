@@ -52,7 +52,7 @@ if delay > 0 then
 end
 redis.call('HSET', job,
   'id', id, 'nonce', nonce, 'status', status_now, 'payload', ARGV[3], 'priority', ARGV[4],
-  'attempt', 0, 'max_attempts', ARGV[6], 'progress', 0, 'rank', int(rank),
+  'attempt', 0, 'max_attempts', ARGV[6], 'progress', '', 'rank', int(rank),
   'created_at', int(now), 'updated_at', int(now), 'run_at', int(now + delay),
   'idempotency_key', ARGV[7], 'idem_ttl', ARGV[8], 'cancel_requested', 0, 'out', 0, 'eseq', 0)
 

@@ -27,7 +27,7 @@ redis.call('ZREM', dead, id)
 redis.call('PERSIST', job)
 redis.call('PERSIST', events)
 redis.call('HSET', job, 'status', 'waiting', 'attempt', 0, 'token', '', 'dead_reason', '',
-  'finished_at', '', 'cancel_requested', 0, 'progress', 0, 'out', 0, 'eseq', 0,
+  'finished_at', '', 'cancel_requested', 0, 'progress', '', 'out', 0, 'eseq', 0,
   'updated_at', int(now))
 restart_stream(events, ARGV[2])
 redis.call('ZADD', ready, state[3], id)

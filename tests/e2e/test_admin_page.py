@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Dialog, Locator, Page, expect
 
 from tests.e2e.browser import (
     DEV_KEY,
@@ -92,6 +92,62 @@ def test_admin_page_retries_and_purges_dead_letters(stack: Stack, page: Page) ->
         expect(cell(row, "Who")).to_contain_text("dev")
 
 
+def dead_ids(stack: Stack, queue: str = "demo") -> set[str]:
+    """The queue's dead letters, as the server has them (not as the page shows them)."""
+    with stack.client(admin=True) as client:
+        response = client.get(f"/v1/queues/{queue}/dead", params={"count": 100})
+    assert response.status_code == 200, response.text
+    return {entry["id"] for entry in response.json()["entries"]}
+
+
+def test_admin_page_retries_and_purges_every_dead_letter(stack: Stack, page: Page) -> None:
+    ids = dead_letters(stack, 3)
+    assert dead_ids(stack) == set(ids)
+    stack.workers[0].stop()  # nobody runs the retried jobs, so they stay back in the queue
+
+    open_admin(page, stack)
+    demo = queue_row(page, "demo")
+    expect(cell(demo, "Dead")).to_have_text("3")
+    dialogs: list[str] = []
+
+    def accept(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.accept()
+
+    page.on("dialog", accept)
+    page.click("#retry-all")
+    expect(page.locator("#dead-status")).to_have_text("Retried 3 jobs.")
+    assert dead_ids(stack) == set()
+    assert [stack.record(job_id)["status"] for job_id in ids] == ["waiting"] * 3
+    expect(cell(demo, "Waiting")).to_have_text("3")
+
+    stack.start_worker()  # the demo provider rejects them again: dead-lettered once more
+    for job_id in ids:
+        wait_until(
+            lambda job_id=job_id: stack.record(job_id)["status"] == "failed",
+            timeout=30,
+            message=f"{job_id} was not dead-lettered again",
+        )
+    assert dead_ids(stack) == set(ids)
+    expect(cell(demo, "Dead")).to_have_text("3")  # the page polls: the button is enabled again
+    page.click("#purge-all")
+    expect(page.locator("#dead-status")).to_have_text("Purged 3 jobs.")
+    assert dead_ids(stack) == set()
+    with stack.client() as client:
+        for job_id in ids:
+            assert client.get(f"/v1/generations/{job_id}").status_code == 404
+    expect(page.locator("#dead tbody")).to_have_text("No dead letters.")
+    assert len(dialogs) == 2  # one confirmation per bulk action
+    assert "every dead letter" in dialogs[0] and "every dead letter" in dialogs[1]
+
+    audit = page.locator("#audit tbody tr")
+    expect(audit).to_have_count(2)
+    expect(cell(audit.nth(0), "Action")).to_have_text("purge")
+    expect(cell(audit.nth(1), "Action")).to_have_text("retry")
+    for row in (audit.nth(0), audit.nth(1)):
+        expect(cell(row, "Jobs")).to_have_text("3")
+
+
 def test_admin_page_shows_a_job_and_its_events_live(
     stack: Stack, page: Page, screenshot: Screenshots
 ) -> None:
@@ -103,6 +159,7 @@ def test_admin_page_shows_a_job_and_its_events_live(
     record = page.locator("#job-record")
     expect(record).to_contain_text("failed")
     expect(record).to_contain_text("1 of 3")
+    expect(record).to_contain_text("no progress")  # the worker never reported any: not 0%
     expect(record).to_contain_text("invalid request")
     expect(page.locator("#job-events")).to_contain_text("failed")
     screenshot(page, "dead-job")
@@ -119,6 +176,7 @@ def test_admin_page_shows_a_job_and_its_events_live(
     expect(page.locator("#job-text")).to_have_text(result["text"])
     expect(page.locator("#job-result")).to_contain_text(result["text"][:40])
     expect(record).to_contain_text("completed")
+    expect(record).to_contain_text("100%")
     expect(page.locator("#job-payload")).to_contain_text("Watch me")
 
 

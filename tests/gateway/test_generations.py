@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from datetime import UTC, datetime
 
 import httpx
 import redis.asyncio as aioredis
@@ -43,6 +45,7 @@ async def test_generation_enqueue_then_read_the_record(
     assert record["model"] == "demo/fast"
     assert record["metadata"] == {"gate": "g", "order": 7}
     assert record["text"] is None
+    assert record["progress"] is None  # the handler has reported none: not 0
     assert "tenant" not in record and "messages" not in record
 
     script.gate("g").set()
@@ -52,6 +55,7 @@ async def test_generation_enqueue_then_read_the_record(
         "t0 t1 t2 ",
         "stop",
     )
+    assert done["progress"] == 1.0
 
 
 async def test_generation_scheduled_record_says_when_it_may_start(
@@ -62,6 +66,45 @@ async def test_generation_scheduled_record_says_when_it_may_start(
     assert record["status"] == "scheduled"
     assert 25 < record["retry_in"] <= 30
     assert record["run_at"] > record["created_at"] + 29
+
+
+async def test_generation_run_at_schedules_at_an_absolute_instant(
+    alpha: httpx.AsyncClient,
+) -> None:
+    instant = time.time() + 30
+    as_text = datetime.fromtimestamp(instant, UTC).isoformat().replace("+00:00", "Z")
+    for run_at in (as_text, instant):
+        created = await create(alpha, run_at=run_at)
+        assert created["status"] == "scheduled"
+        record = (await alpha.get(f"/v1/generations/{created['id']}")).json()
+        assert record["status"] == "scheduled"
+        # Never before the instant (ms truncation aside); later by the time the request took.
+        assert instant - 0.001 <= record["run_at"] < instant + 2
+        assert 25 < record["retry_in"] <= 30
+
+
+async def test_generation_run_at_in_the_past_starts_now(
+    alpha: httpx.AsyncClient, script: Script
+) -> None:
+    created = await create(alpha, run_at="2001-02-03T04:05:06+02:00")
+    assert created["status"] == "waiting"
+    done = (await alpha.get(f"/v1/generations/{created['id']}/result?timeout=5")).json()
+    assert done["status"] == "completed"
+
+
+async def test_generation_run_at_is_fingerprinted_as_an_instant(
+    alpha: httpx.AsyncClient,
+) -> None:
+    instant = int(time.time()) + 60
+    first = await create(alpha, key="at", run_at=instant)
+    same = await create(alpha, key="at", run_at=datetime.fromtimestamp(instant, UTC).isoformat())
+    assert (same["id"], same["deduplicated"]) == (first["id"], True)
+    later = await alpha.post(
+        "/v1/generations",
+        json={"model": "demo/fast", "prompt": "hello", "run_at": instant + 1},
+        headers={"Idempotency-Key": "at"},
+    )
+    assert later.status_code == 422
 
 
 async def test_generation_replay_with_same_key_and_body_returns_the_same_job(
@@ -94,7 +137,12 @@ async def test_generation_same_key_with_another_body_is_422(alpha: httpx.AsyncCl
         json={"model": "other/model", "prompt": "one"},
         headers={"Idempotency-Key": "k-2"},
     )
-    for response in (other_prompt, other_model):
+    other_attempts = await alpha.post(  # even the default's value: it was not asked for
+        "/v1/generations",
+        json={"model": "demo/fast", "prompt": "one", "max_attempts": 3},
+        headers={"Idempotency-Key": "k-2"},
+    )
+    for response in (other_prompt, other_model, other_attempts):
         assert response.status_code == 422
         assert "different request body" in response.json()["detail"]
 
@@ -135,6 +183,37 @@ async def test_generation_concurrent_posts_with_one_key_make_one_job(
     assert (stats.waiting, stats.scheduled) == (0, 1)
 
 
+async def test_generation_max_attempts_is_per_request(
+    alpha: httpx.AsyncClient, script: Script
+) -> None:
+    # attempt 1 asks for a retry: with one attempt it is dead, with the default it completes
+    once = await create(alpha, max_attempts=1, metadata={"retry_once": True})
+    default = await create(alpha, metadata={"retry_once": True})
+    ceiling = await create(alpha, max_attempts=10, metadata={"retry_once": True})
+
+    failed = (await alpha.get(f"/v1/generations/{once['id']}/result?timeout=5")).json()
+    assert (failed["status"], failed["attempt"], failed["max_attempts"]) == ("failed", 1, 1)
+    for created, expected in ((default, 3), (ceiling, 10)):
+        done = (await alpha.get(f"/v1/generations/{created['id']}/result?timeout=5")).json()
+        assert (done["status"], done["attempt"], done["max_attempts"]) == (
+            "completed",
+            2,
+            expected,
+        )
+
+
+async def test_generation_max_attempts_ceiling_is_configured(redis_url: str, prefix: str) -> None:
+    settings = make_settings(redis_url, prefix, max_attempts_ceiling=2)
+    with LiveGateway(settings) as live:
+        async with client_for(live, KEY_ALPHA) as alpha:
+            body = {"model": "demo/fast", "prompt": "x"}
+            above = await alpha.post("/v1/generations", json={**body, "max_attempts": 3})
+            assert above.status_code == 422
+            assert above.json()["detail"] == "max_attempts must be at most 2"
+            at = await alpha.post("/v1/generations", json={**body, "max_attempts": 2})
+            assert at.status_code == 202, at.text
+
+
 async def test_generation_bad_input_is_a_clear_4xx(alpha: httpx.AsyncClient) -> None:
     cases = [
         ({"model": "nope/model", "prompt": "x"}, 422, "not available"),
@@ -147,6 +226,13 @@ async def test_generation_bad_input_is_a_clear_4xx(alpha: httpx.AsyncClient) -> 
         ({"model": "demo/fast", "prompt": "x", "priority": 10}, 422, "less than or equal"),
         ({"model": "demo/fast", "prompt": "x", "priority": -1}, 422, "greater than"),
         ({"model": "demo/fast", "prompt": "x", "delay_ms": 86_400_001}, 422, "delay_ms"),
+        ({"model": "demo/fast", "prompt": "x", "max_attempts": 11}, 422, "at most 10"),
+        ({"model": "demo/fast", "prompt": "x", "run_at": 1, "delay_ms": 0}, 422, "not both"),
+        ({"model": "demo/fast", "prompt": "x", "run_at": "2030-01-01T09:00:00"}, 422, "offset"),
+        ({"model": "demo/fast", "prompt": "x", "run_at": "soon"}, 422, "RFC 3339"),
+        ({"model": "demo/fast", "prompt": "x", "run_at": True}, 422, "epoch seconds"),
+        ({"model": "demo/fast", "prompt": "x", "run_at": 4_102_444_800}, 422, "from now"),
+        ({"model": "demo/fast", "prompt": "x", "max_attempts": 0}, 422, "greater than"),
         (
             {"model": "demo/fast", "prompt": "x", "params": {"api_base": "http://evil"}},
             422,

@@ -58,6 +58,16 @@ async def test_cli_enqueue_prints_the_id_and_jobs_get_watch_streams_it(
     assert (record["status"], record["text"]) == ("completed", "t0 t1 t2 ")
 
 
+async def test_cli_jobs_get_says_no_progress_before_the_handler_reports_any(
+    live: LiveGateway,
+) -> None:
+    env = cli_env(live.url, KEY_ALPHA)
+    created = await genq("enqueue", "--model", "demo/fast", "later", "--delay-ms", "60000", env=env)
+    assert created.code == 0, created.err
+    shown = await genq("jobs", "get", created.out.strip(), env=env)
+    assert "status: scheduled" in shown.out and "progress: no progress" in shown.out
+
+
 async def test_cli_enqueue_watch_streams_the_text_with_the_id_on_stderr(
     live: LiveGateway, script: Script
 ) -> None:
