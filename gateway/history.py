@@ -8,7 +8,6 @@ the Redis clock, so samples from several processes agree. Depth is waiting + sch
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from importlib import resources
 from redis.exceptions import RedisError
 
 from genq import Queue, RedisClient, RedisPipeline
+from genq.cancellation import cancel_and_wait, raise_if_cancelled
 from genq_contract.keys import history_keys
 
 log = logging.getLogger("gateway.history")
@@ -47,9 +47,9 @@ class History:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            # Cancelled until it ends: redis-py can swallow a cancel that lands mid-command
+            # (one cancel() then left shutdown waiting for this loop forever).
+            await cancel_and_wait(self._task)
 
     async def sample(self) -> None:
         for _, queue in self.queues:
@@ -65,6 +65,7 @@ class History:
                 await self.sample()
             except (RedisError, OSError) as exc:
                 log.warning("history sample failed: %s", type(exc).__name__)
+            raise_if_cancelled()
             await asyncio.sleep(self.interval)
 
     async def read(self, queue: Queue) -> list[Bucket]:

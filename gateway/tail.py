@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import RedisError, ResponseError
 
 from genq import Keys
+from genq.cancellation import cancel_and_wait
 from genq.events import check_cursor
 
 from .channel import Channel, CursorRefused, Entry, Viewer, ViewerLagged, as_text, order_of
@@ -51,21 +52,7 @@ log = logging.getLogger("gateway.tail")
 
 BACKFILL_PAGE = 500
 
-__all__ = ["CursorRefused", "Entry", "Tail", "ViewerLagged", "cancel_and_wait", "order_of"]
-
-
-async def cancel_and_wait(task: asyncio.Task[Any], patience: float = 5.0) -> None:
-    """Cancels ``task`` and waits until it is done.
-
-    One ``cancel()`` is not enough on Python 3.11: ``asyncio.wait_for`` (which redis-py uses to
-    send a command when a socket timeout is set) swallows a cancel that lands just as its inner
-    future completes, and the task carries on. So cancel again until it ends."""
-    deadline = time.monotonic() + patience
-    while not task.done() and time.monotonic() < deadline:
-        task.cancel()
-        await asyncio.wait({task}, timeout=0.05)
-    if not task.done():
-        log.error("task %s ignored cancellation for %.1fs", task.get_name(), patience)
+__all__ = ["CursorRefused", "Entry", "Tail", "ViewerLagged", "order_of"]
 
 
 class Tail:

@@ -33,6 +33,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from genq import ActiveJob, Queue, RetryJobError, TerminalJobError, Worker
+from genq.cancellation import cancel_and_wait
 from genq.events import text
 from genq.keys import Keys
 
@@ -89,9 +90,7 @@ class DeadLetterAlerts:
 
     async def stop(self, deadline: float | None = None) -> None:
         if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener
+            await cancel_and_wait(self._listener)  # survives a cancel redis-py swallowed
         await self.worker.stop(deadline=deadline)
         await self._http.aclose()
 

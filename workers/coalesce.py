@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from genq import emit_many
+from genq.cancellation import cancel_and_wait
 
 DEFAULT_WINDOW = 0.010
 DEFAULT_MAX_CHARS = 2048
@@ -167,9 +168,7 @@ class EmitBatcher:
     async def aclose(self) -> None:
         """Stops the flusher (after the workers stopped: no job writes any more)."""
         if self._flusher is not None:
-            self._flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flusher
+            await cancel_and_wait(self._flusher)  # survives a cancel redis-py swallowed
             self._flusher = None
 
     def _buffered(self, buf: _Buffer) -> None:

@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from genq import TERMINAL, Event, Job, JobStatus
+from genq.cancellation import cancel_and_wait
 
 from ..deps import (
     GatewayDep,
@@ -41,7 +42,7 @@ from ..schemas import (
     WatchToken,
 )
 from ..submit import Submitted, submit
-from ..tail import Tail, cancel_and_wait
+from ..tail import Tail
 
 router = APIRouter(prefix="/v1/generations", tags=["generations"], responses=ERRORS)
 
