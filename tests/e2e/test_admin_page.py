@@ -92,6 +92,24 @@ def test_admin_page_retries_and_purges_dead_letters(stack: Stack, page: Page) ->
         expect(cell(row, "Who")).to_contain_text("dev")
 
 
+def test_admin_page_select_all_retries_every_listed_dead_letter(stack: Stack, page: Page) -> None:
+    doomed = dead_letters(stack, 2)
+    stack.workers[0].stop()  # nobody runs the retried jobs, so they stay back in the queue
+
+    open_admin(page, stack)
+    for job_id in doomed:
+        expect(page.locator(f'#dead tr[data-job-id="{job_id}"]')).to_be_visible()
+    page.locator("#dead-select-all").check()
+    expect(page.locator("#retry-selected")).to_have_text("Retry 2 selected")
+    page.locator("#dead-select-all").uncheck()
+    expect(page.locator("#retry-selected")).to_be_disabled()
+    page.locator("#dead-select-all").check()
+    page.click("#retry-selected")
+    expect(page.locator("#dead-status")).to_have_text("Retried 2 jobs.")
+    assert dead_ids(stack) == set()
+    assert {stack.record(job_id)["status"] for job_id in doomed} == {"waiting"}
+
+
 def dead_ids(stack: Stack, queue: str = "demo") -> set[str]:
     """The queue's dead letters, as the server has them (not as the page shows them)."""
     with stack.client(admin=True) as client:

@@ -306,3 +306,21 @@ def test_generate_page_shows_a_failure(stack: Stack, page: Page) -> None:
     assert stack.result(job_id)["status"] == "failed"
     expect(page.locator("#generate")).to_be_enabled()
     expect(page.locator("#stop")).to_be_disabled()
+
+
+def test_generate_page_job_link_reopens_the_job(stack: Stack, page: Page) -> None:
+    open_generate(page, stack)
+    job_id = generate(page, "demo/fast", "Keep this link")
+    expect(page.locator("#status")).to_have_text("Completed", timeout=LONG)
+    expect(page.locator("#job-id")).to_have_text(job_id)
+    href = page.locator("#job-link").get_attribute("href")
+
+    page.locator("#job-link").click()  # the link reloads the job in place...
+    expect(page).to_have_url(re.compile(rf"\?job={re.escape(job_id)}$"))
+    expect(page.locator("#status")).to_have_text("Completed", timeout=LONG)
+    tab = page.context.new_page()  # ...and opens it anywhere it is shared
+    tab.goto(f"{stack.base_url}{href}")
+    expect(tab.locator("#status")).to_have_text("Completed", timeout=LONG)
+    result = stack.result(job_id)
+    assert output_text(page) == result["text"]
+    assert output_text(tab) == result["text"]
