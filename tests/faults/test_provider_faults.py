@@ -91,7 +91,7 @@ async def workers(
         backoff=0.05,
         max_backoff=0.2,
         max_attempts=6,
-        silence_timeout=0.5,
+        silence_timeout=1.5,  # a hang costs this; a slow first chunk on a busy box must not
         result_ttl=30.0,
     )
     # LiteLLM's first call in a process loads provider modules (seconds on a busy machine):

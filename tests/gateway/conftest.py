@@ -158,12 +158,17 @@ class Script:
 
     gates: dict[str, asyncio.Event] = field(default_factory=dict)
     started: dict[str, asyncio.Event] = field(default_factory=dict)
+    at_gate: dict[str, asyncio.Event] = field(default_factory=dict)
     cancelled: dict[str, asyncio.Event] = field(default_factory=dict)
     healed: set[str] = field(default_factory=set)
     runs: dict[str, int] = field(default_factory=dict)
 
     def gate(self, name: str) -> asyncio.Event:
         return self.gates.setdefault(name, asyncio.Event())
+
+    def at_gate_event(self, job_id: str) -> asyncio.Event:
+        """Set when the job's handler waits at its gate (every chunk before it is emitted)."""
+        return self.at_gate.setdefault(job_id, asyncio.Event())
 
     def started_event(self, job_id: str) -> asyncio.Event:
         return self.started.setdefault(job_id, asyncio.Event())
@@ -182,6 +187,7 @@ class Script:
             text = ""
             for i in range(int(meta.get("chunks", 3))):
                 if meta.get("gate") and i == int(meta.get("gate_at", 0)):
+                    self.at_gate_event(job.id).set()
                     await self.gate(str(meta["gate"])).wait()
                 piece = f"t{i} "
                 await job.emit(piece)

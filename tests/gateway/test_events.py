@@ -137,7 +137,8 @@ async def test_events_cancel_stops_the_generation_and_ends_the_stream(
     created = await create(alpha, metadata={"chunks": 5, "gate": "never", "gate_at": 1})
     token = created["watch_token"]
     watching = asyncio.create_task(read_stream(anon, created["id"], params={"token": token}))
-    await asyncio.wait_for(script.started_event(created["id"]).wait(), 5)
+    # At the gate, its first chunk is written (a cancel before it would leave no chunk).
+    await asyncio.wait_for(script.at_gate_event(created["id"]).wait(), 5)
 
     cancel = await anon.post(f"/v1/generations/{created['id']}/cancel", params={"token": token})
     assert cancel.status_code == 200
