@@ -280,6 +280,15 @@ class Stack:
             client.close()
 
 
+def fake_openai_env(base_url: str, api_key: str = "sk-e2e-fake") -> dict[str, str]:
+    """The stack's environment that sends the ``openai`` provider to a fake server."""
+    return {
+        "GENQ_PROVIDER_API_BASES": f"openai={base_url}",
+        "GENQ_PROVIDER_API_KEY_ENVS": "openai=E2E_FAKE_OPENAI_KEY",
+        "E2E_FAKE_OPENAI_KEY": api_key,
+    }
+
+
 @contextlib.contextmanager
 def running_stack(
     redis_url: str,

@@ -13,6 +13,7 @@ from tests.e2e.browser import (
     PHONE,
     Screenshots,
     Stack,
+    fake_openai_env,
     job_id_of,
     running_stack,
     seen,
@@ -135,11 +136,7 @@ def test_generate_page_stop_closes_the_provider_connection(
     tokens = [f"word{i} " for i in range(400)]
     with FakeOpenAI() as fake:
         fake.plan(Reply.stream(tokens, delay=0.05))
-        env = {
-            "GENQ_PROVIDER_API_BASES": f"openai={fake.base_url}",
-            "GENQ_PROVIDER_API_KEY_ENVS": "openai=E2E_FAKE_OPENAI_KEY",
-            "E2E_FAKE_OPENAI_KEY": "sk-e2e-fake",
-        }
+        env = fake_openai_env(fake.base_url)
         with running_stack(redis_url, request.node.name, **env) as stack:
             open_generate(page, stack)
             job_id = generate(page, "openai/gpt-4o-mini", "Stop me")

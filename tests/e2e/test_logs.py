@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 
-from tests.e2e.browser import DEV_KEY, running_stack
+from tests.e2e.browser import DEV_KEY, fake_openai_env, running_stack
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 SECRET = "zebra-7731-never-log-me"
@@ -22,9 +22,7 @@ def test_logs_never_carry_the_prompt(redis_url: str, request: pytest.FixtureRequ
         fake.plan(Reply.error(400, f"Invalid 'messages[0].content': '{SECRET}' is refused"))
         fake.plan(Reply.error(500, f"upstream choked on '{SECRET}'"))
         env = {
-            "GENQ_PROVIDER_API_BASES": f"openai={fake.base_url}",
-            "GENQ_PROVIDER_API_KEY_ENVS": "openai=E2E_FAKE_OPENAI_KEY",
-            "E2E_FAKE_OPENAI_KEY": "sk-e2e-fake-key-0123",
+            **fake_openai_env(fake.base_url, "sk-e2e-fake-key-0123"),
             "GENQ_LOG_LEVEL": "DEBUG",
             "GENQ_BACKOFF": "0.05",
             "GENQ_MAX_BACKOFF": "0.1",

@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect
 
 from genq import Queue, visible_text
 from genq_client import Client
-from tests.e2e.browser import DEV_KEY, job_id_of, running_stack
+from tests.e2e.browser import DEV_KEY, fake_openai_env, job_id_of, running_stack
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.gateway.test_sse_text import PIECES, TEXT
 
@@ -33,11 +33,7 @@ def test_sse_text_in_browser_every_separator_reaches_page_client_and_watch(
 ) -> None:
     with FakeOpenAI() as fake:
         fake.plan(Reply.stream(PIECES, delay=0.01))
-        env = {
-            "GENQ_PROVIDER_API_BASES": f"openai={fake.base_url}",
-            "GENQ_PROVIDER_API_KEY_ENVS": "openai=E2E_FAKE_OPENAI_KEY",
-            "E2E_FAKE_OPENAI_KEY": "sk-e2e-fake",
-        }
+        env = fake_openai_env(fake.base_url)
         with running_stack(redis_url, request.node.name, **env) as stack:
             page.goto(f"{stack.base_url}/")
             expect(page.locator("#generate")).to_be_enabled()
