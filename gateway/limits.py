@@ -23,7 +23,7 @@ from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
 
-from genq import TERMINAL
+from genq import TERMINAL, JobStatus
 from genq.events import text
 
 from .errors import Conflict, NotFound, RateLimited
@@ -33,6 +33,8 @@ from .settings import Settings
 IN_FLIGHT_KEY_TTL = 86_400
 RESERVATION_GRACE_MS = 60_000
 """A reserved id without a job record is an enqueue still under way, unless it is this old."""
+PRUNE_BATCH = 1000
+"""In-flight members whose status one pipeline reads when the set is pruned."""
 CLAIM_TTL_MS = 10_000
 """An Idempotency-Key's claim outlives a gateway that died holding it by at most this long."""
 CLAIM_WAIT = 15.0
@@ -102,24 +104,30 @@ class Limiter:
         await self.redis.zrem(self.settings.keys.in_flight(tenant), job_id)
 
     async def _prune(self, key: str) -> int:
+        """Drops the finished jobs from an in-flight set: one pipelined status read per
+        ``PRUNE_BATCH`` members, so a full set of ten thousand costs ten round trips."""
         members = await self.redis.zrange(key, 0, -1, withscores=True)
         now_ms = time.time() * 1000
-        checks = [self._finished(text(m), score, now_ms) for m, score in members]
-        finished = [
-            text(m)
-            for (m, _), done in zip(members, await asyncio.gather(*checks), strict=True)
-            if done
-        ]
+        finished: list[str] = []
+        for start in range(0, len(members), PRUNE_BATCH):
+            located: list[tuple[str, float]] = []
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for member, reserved_ms in members[start : start + PRUNE_BATCH]:
+                    job_id = text(member)
+                    try:
+                        _, queue = self.queues.locate(job_id)
+                    except NotFound:
+                        finished.append(job_id)
+                        continue
+                    pipe.hget(queue.keys.job(job_id), "status")
+                    located.append((job_id, reserved_ms))
+                statuses = await pipe.execute() if located else []
+            for (job_id, reserved_ms), status in zip(located, statuses, strict=True):
+                if status is None:
+                    if now_ms - reserved_ms > RESERVATION_GRACE_MS:
+                        finished.append(job_id)
+                elif JobStatus(text(status)) in TERMINAL:
+                    finished.append(job_id)
         if finished:
             await self.redis.zrem(key, *finished)
         return int(await self.redis.zcard(key))
-
-    async def _finished(self, job_id: str, reserved_ms: float, now_ms: float) -> bool:
-        try:
-            _, queue = self.queues.locate(job_id)
-        except NotFound:
-            return True
-        job = await queue.get(job_id)
-        if job is None:
-            return now_ms - reserved_ms > RESERVATION_GRACE_MS
-        return job.status in TERMINAL

@@ -60,7 +60,9 @@ class Settings(CommonSettings):
     tenant_rate: float = Field(default=5.0, gt=0)
     """Enqueues per second per tenant (token bucket refill)."""
     tenant_burst: int = Field(default=20, ge=1)
-    tenant_max_in_flight: int = Field(default=100, ge=1)
+    tenant_max_in_flight: int = Field(default=10_000, ge=1)
+    """A backstop against one tenant filling Redis: the fair share (GENQ_TENANT_WEIGHTS,
+    GENQ_TENANT_CONCURRENCY) already keeps a tenant's backlog from delaying the others."""
     tenant_limits: dict[str, TenantLimits] = {}
 
     watch_token_ttl: float = Field(default=3600.0, gt=0)

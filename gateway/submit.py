@@ -97,6 +97,7 @@ async def _submit(
             delay=delay_ms / 1000,
             job_id=job_id,
             max_attempts=body.max_attempts,  # None: the queue's GENQ_MAX_ATTEMPTS
+            tenant=tenant,  # waiting jobs are served round-robin across tenants
         )
     except BaseException:
         await asyncio.shield(gateway.limiter.release(tenant, job_id))

@@ -17,7 +17,7 @@ from ._queue_base import QueueBase, ms
 from .cluster import Call, run_pipelined
 from .errors import EnqueueManyError, JobExistsError
 from .events import text
-from .keys import check_job_id
+from .keys import check_job_id, check_tenant
 from .scripts import Code, raise_for
 
 PRIORITY_RANGE = range(-1000, 1001)
@@ -41,6 +41,7 @@ class EnqueueItem:
     job_id: str | None = None
     max_attempts: int | None = None
     idempotency_ttl: float | None = None
+    tenant: str = ""
 
 
 def enqueue_call(queue: QueueBase, item: EnqueueItem) -> Call:
@@ -55,6 +56,7 @@ def enqueue_call(queue: QueueBase, item: EnqueueItem) -> Call:
         raise ValueError("max_attempts must be >= 1")
     if key is not None and not 0 < len(key) <= MAX_IDEMPOTENCY_KEY:
         raise ValueError(f"idempotency_key must be 1-{MAX_IDEMPOTENCY_KEY} characters")
+    tenant = check_tenant(item.tenant)
     idem_ttl = queue.result_ttl if item.idempotency_ttl is None else item.idempotency_ttl
     if idem_ttl <= 0:
         raise ValueError("idempotency_ttl must be positive")
@@ -83,6 +85,7 @@ def enqueue_call(queue: QueueBase, item: EnqueueItem) -> Call:
         attempts,
         key or "",
         ms(idem_ttl),
+        tenant,
     ]
     return keys, args
 

@@ -7,21 +7,36 @@ chain (``Queue.worker()`` makes workers; workers never need the producer side).
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from .cluster import socket_timeout
+from .cluster import Call, socket_timeout
 from .codecs import Codec, json_codec
 from .connection import RedisClient
 from .events import text
-from .keys import Keys, check_prefix
+from .keys import Keys, check_prefix, check_tenant
 from .scripts import Code, Scripts
 
 
 def ms(seconds: float) -> int:
     """Seconds -> whole milliseconds (rounded up, never negative), as the scripts take them."""
     return max(0, math.ceil(seconds * 1000))
+
+
+MAX_WEIGHT = 1000
+
+
+def check_weights(weights: Mapping[str, int]) -> dict[str, int]:
+    """Tenant weights: each a whole number from 1 to 1000 (a tenant not named weighs 1)."""
+    checked = {}
+    for tenant, weight in weights.items():
+        check_tenant(tenant)
+        if not isinstance(weight, int) or not 1 <= weight <= MAX_WEIGHT:
+            raise ValueError(f"weight of tenant {tenant!r} must be an integer from 1 to 1000")
+        checked[tenant] = weight
+    return checked
 
 
 def safe_block(redis: RedisClient, wanted: float) -> float:
@@ -52,6 +67,8 @@ class QueueBase:
         dead_ttl: float = 14 * 86400.0,
         events_max_len: int = 10_000,
         watch_block: float = 2.0,
+        tenant_weights: Mapping[str, int] | None = None,
+        tenant_concurrency: int = 0,
     ) -> None:
         if lease <= 0 or max_attempts < 1 or backoff < 0 or max_backoff < backoff:
             raise ValueError("lease > 0, max_attempts >= 1, 0 <= backoff <= max_backoff")
@@ -71,6 +88,18 @@ class QueueBase:
         self.events_max_len = events_max_len
         self.watch_block = safe_block(redis, watch_block)
         self.scripts = Scripts(redis)
+        self.tenant_weights = check_weights(tenant_weights or {})
+        if not isinstance(tenant_concurrency, int) or tenant_concurrency < 0:
+            raise ValueError("tenant_concurrency must be an integer >= 0 (0: no cap)")
+        self.tenant_concurrency = tenant_concurrency
+        self.weights_arg = json.dumps(self.tenant_weights, separators=(",", ":"))
+
+    def pick_call(self, count: int, claim: float) -> Call:
+        """``pick.lua``'s keys and arguments: claim up to ``count`` jobs for ``claim`` seconds."""
+        k = self.keys
+        keys = [k.ready, k.scheduled, k.leases, k.rank, k.cooldown, k.dead]
+        args = [count, ms(claim), ms(self.dead_ttl), self.tenant_concurrency, self.weights_arg]
+        return keys, args
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(prefix={self.prefix!r})"

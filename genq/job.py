@@ -42,6 +42,7 @@ class Job:
     idempotency_key: str | None
     cancel_requested: bool
     dead_reason: str | None
+    tenant: str = ""
 
     @classmethod
     def from_hash(
@@ -73,4 +74,5 @@ class Job:
             idempotency_key=f.get("idempotency_key") or None,
             cancel_requested=f.get("cancel_requested") == "1",
             dead_reason=f.get("dead_reason") or None,
+            tenant=f.get("tenant", ""),
         )

@@ -18,6 +18,13 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
+def check_tenant(tenant: str) -> str:
+    """A tenant name: '' (the default tenant) or up to 200 characters without braces."""
+    if not isinstance(tenant, str) or len(tenant) > 200 or _FORBIDDEN & set(tenant):
+        raise ValueError(f"invalid tenant {tenant!r}: up to 200 characters, no braces")
+    return tenant
+
+
 def check_job_id(job_id: str) -> str:
     if not job_id or len(job_id) > 200 or _FORBIDDEN & set(job_id) or job_id != job_id.strip():
         raise ValueError(f"invalid job id {job_id!r}: 1-200 characters, no braces or outer spaces")
@@ -34,8 +41,41 @@ class Keys:
 
     @cached_property
     def ready(self) -> str:
-        """zset: runnable jobs, scored priority-major then FIFO."""
+        """zset: every runnable job, scored priority-major then FIFO (the waiting-job index).
+
+        The fair-share keys below are named after this one: the scripts build their names from
+        it (``genq/lua/_lib.lua``), so the two spellings must agree.
+        """
         return f"{self.tag}:ready"
+
+    def tenant_ready(self, tenant: str) -> str:
+        """zset: one tenant's runnable jobs, scored as in ``ready``."""
+        return f"{self.ready}:t:{tenant}"
+
+    @cached_property
+    def turns(self) -> str:
+        """zset: tenants with runnable jobs under their cap, scored by pass (lowest served next)."""
+        return f"{self.ready}:turns"
+
+    @cached_property
+    def parked(self) -> str:
+        """zset: tenants with runnable jobs that hold as many leases as the cap, scored by pass."""
+        return f"{self.ready}:parked"
+
+    @cached_property
+    def passes(self) -> str:
+        """hash: tenant -> pass, for tenants with no runnable job (kept for when they return)."""
+        return f"{self.ready}:passes"
+
+    @cached_property
+    def running(self) -> str:
+        """hash: tenant -> jobs it holds in the lease set (claimed or running)."""
+        return f"{self.ready}:running"
+
+    @cached_property
+    def vtime(self) -> str:
+        """string: the pass last served; a tenant that joins starts no earlier."""
+        return f"{self.ready}:vtime"
 
     @cached_property
     def scheduled(self) -> str:
@@ -54,7 +94,7 @@ class Keys:
 
     @cached_property
     def rank(self) -> str:
-        """hash: job id -> ready-set score, for jobs waiting in the scheduled set."""
+        """hash: job id -> "<ready-set score>:<tenant>", for jobs in the scheduled set."""
         return f"{self.tag}:rank"
 
     @cached_property

@@ -37,8 +37,15 @@ class Queue(QueueBase):
     """A durable job queue with a per-job output stream, on one Redis (Cluster slot).
 
     ``Queue(redis, prefix="queue", *, codec, result_codec, lease, max_attempts, backoff,
-    max_backoff, result_ttl, dead_ttl, events_max_len, watch_block)``. All durations are
-    seconds. ``redis`` is a ``redis.asyncio.Redis`` or ``RedisCluster``.
+    max_backoff, result_ttl, dead_ttl, events_max_len, watch_block, tenant_weights,
+    tenant_concurrency)``. All durations are seconds. ``redis`` is a ``redis.asyncio.Redis`` or
+    ``RedisCluster``.
+
+    Fair share: waiting jobs are served round-robin across tenants, ``tenant_weights`` (tenant
+    -> 1..1000, default 1) turns each served job of a tenant into 1/weight of a turn, and
+    ``tenant_concurrency`` (0: none) caps the jobs one tenant holds at once; jobs beyond it wait
+    for its running ones. Both are read by this queue's workers when they reserve, so every
+    worker of a queue should be given the same ones.
     """
 
     # -- producing -----------------------------------------------------------------------------
@@ -52,16 +59,21 @@ class Queue(QueueBase):
         job_id: str | None = None,
         max_attempts: int | None = None,
         idempotency_ttl: float | None = None,
+        tenant: str = "",
     ) -> Enqueued:
         """Adds a job in one atomic round trip. Higher ``priority`` runs first; FIFO within one.
 
         With ``idempotency_key``, a key still bound to a job returns that job's id with
         ``deduplicated=True``. Reusing a finished ``job_id`` starts clean; a live one raises
         :class:`JobExistsError`.
+
+        Waiting jobs are served round-robin across ``tenant`` values (weighted by the queue's
+        ``tenant_weights``), by priority and then FIFO within a tenant.
         """
         item = EnqueueItem(
-            payload, idempotency_key, priority, delay, job_id, max_attempts, idempotency_ttl
-        )
+            payload, idempotency_key, priority, delay, job_id, max_attempts, idempotency_ttl,
+            tenant,
+        )  # fmt: skip
         call = enqueue_call(self, item)
         keys, args = call
         return enqueued(call, await self.scripts.enqueue(keys=keys, args=args))

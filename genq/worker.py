@@ -200,11 +200,8 @@ class Worker:
                 await asyncio.sleep(delay)
 
     async def _pick(self, count: int) -> tuple[list[str], list[str], int]:
-        k = self.queue.keys
-        claimed, expired, wait_ms = await self.queue.scripts.pick(
-            keys=[k.ready, k.scheduled, k.leases, k.rank, k.cooldown, k.dead],
-            args=[count, ms(CLAIM_SECONDS), ms(self.queue.dead_ttl)],
-        )
+        keys, args = self.queue.pick_call(count, CLAIM_SECONDS)
+        claimed, expired, wait_ms = await self.queue.scripts.pick(keys=keys, args=args)
         return [text(i) for i in claimed], [text(i) for i in expired], int(wait_ms)
 
     async def _activate(self, ids: list[str]) -> None:

@@ -8,6 +8,8 @@ the Redis the gateway reads.
 
 from __future__ import annotations
 
+from typing import Annotated, Any
+
 from pydantic import Field
 
 from .routing import RoutingSettings
@@ -29,3 +31,18 @@ class CommonSettings(RoutingSettings):
     apart from GENQ_RESULT_TTL. Running and scheduled jobs never expire, whatever both say."""
     max_attempts: int = Field(default=3, ge=1)
     """GENQ_MAX_ATTEMPTS: attempts of a job enqueued without its own count."""
+    tenant_weights: dict[str, Annotated[int, Field(ge=1, le=1000)]] = {}
+    """GENQ_TENANT_WEIGHTS: ``{"tenant": weight}`` (JSON), 1-1000, default 1. Waiting jobs of a
+    provider queue are served round-robin across tenants; a tenant of weight 3 gets three turns
+    to another's one. Read by workers when they reserve: give all of them the same."""
+    tenant_concurrency: int = Field(default=0, ge=0)
+    """GENQ_TENANT_CONCURRENCY: the most generations one tenant runs at once on each provider
+    queue, counted across every worker (0: no cap). Jobs beyond it wait for the tenant's
+    running ones, in line, instead of being refused."""
+
+    def fair_share(self) -> dict[str, Any]:
+        """The :class:`genq.Queue` options of the fair share, as these settings give them."""
+        return {
+            "tenant_weights": self.tenant_weights,
+            "tenant_concurrency": self.tenant_concurrency,
+        }

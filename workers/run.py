@@ -62,6 +62,7 @@ class WorkerProcess:
                 dead_ttl=settings.dead_ttl,
                 backoff=settings.backoff,
                 max_backoff=max(settings.max_backoff, settings.backoff),
+                **settings.fair_share(),
             )
             handler = GenerationHandler(
                 queue,

@@ -58,3 +58,90 @@ local function cancel_settle(job, events, idem, id, now, ttl_ms, maxlen)
   finish(job, events, 'cancelled', now, 'null', ttl_ms, maxlen)
   release_key(idem, id)
 end
+
+--[[ Fair share. Every waiting job is in the queue's ready set (all waiting jobs, by rank) and in
+its tenant's ready set. A tenant with waiting jobs takes turns: it is in the turn set, scored by
+its pass (stride scheduling: each job it is served adds STRIDE / weight), or, while it holds as
+many leases as the per-tenant cap allows, in the parked set. The next job is the best-ranked
+one of the tenant with the lowest pass. A tenant that runs out of waiting jobs keeps its pass in
+the passes hash, and one that (re)joins starts at the pass last served (the virtual time) if
+that is later, so idling earns no credit and leaving does not forgive a debt (once no tenant
+waits at all, every tenant starts even again). The running hash
+counts each tenant's leases. These keys are named after the ready set's (genq/keys.py says how)
+and share its hash tag, so a script that is given the ready set can reach them. ]]
+
+local STRIDE = 1000000
+
+local function tenant_ready(ready, tenant)
+  return ready .. ':t:' .. tenant
+end
+
+local function join_turns(ready, tenant)
+  local passes = ready .. ':passes'
+  local pass = tonumber(redis.call('GET', ready .. ':vtime') or '0')
+  local owed = redis.call('HGET', passes, tenant)
+  if owed then
+    redis.call('HDEL', passes, tenant)
+    pass = math.max(pass, tonumber(owed))
+  end
+  redis.call('ZADD', ready .. ':turns', int(pass), tenant)
+end
+
+-- Makes a job runnable: into the ready set and its tenant's (a tenant with no other waiting
+-- job joins the turns).
+local function make_ready(ready, id, rank, tenant)
+  redis.call('ZADD', ready, rank, id)
+  local own = tenant_ready(ready, tenant)
+  redis.call('ZADD', own, rank, id)
+  if redis.call('ZCARD', own) == 1 then
+    join_turns(ready, tenant)
+  end
+end
+
+-- Takes a waiting job out of the ready sets (a tenant left with none leaves the turns, keeping
+-- its pass).
+local function leave_ready(ready, id, tenant)
+  redis.call('ZREM', ready, id)
+  local own = tenant_ready(ready, tenant)
+  if redis.call('ZREM', own, id) == 1 and redis.call('EXISTS', own) == 0 then
+    local pass = redis.call('ZSCORE', ready .. ':turns', tenant)
+      or redis.call('ZSCORE', ready .. ':parked', tenant)
+    redis.call('ZREM', ready .. ':turns', tenant)
+    redis.call('ZREM', ready .. ':parked', tenant)
+    if pass then
+      redis.call('HSET', ready .. ':passes', tenant, pass)
+    end
+  end
+end
+
+-- Ends a job's lease. When the job held one, its tenant's count drops and a parked tenant
+-- takes turns again (the next pick parks it again if it is still at the cap). A record written
+-- before fair share has no tenant: its job is the default tenant's, as pick.lua adopted it.
+local function end_lease(leases, ready, id, tenant)
+  if redis.call('ZREM', leases, id) == 0 then
+    return
+  end
+  tenant = tenant or ''
+  local running = ready .. ':running'
+  if redis.call('HINCRBY', running, tenant, -1) <= 0 then
+    redis.call('HDEL', running, tenant)
+  end
+  local pass = redis.call('ZSCORE', ready .. ':parked', tenant)
+  if pass then
+    redis.call('ZREM', ready .. ':parked', tenant)
+    redis.call('ZADD', ready .. ':turns', pass, tenant)
+  end
+end
+
+-- The rank hash holds "<rank>:<tenant>" for each job in the scheduled set.
+local function scheduled_entry(rank, tenant)
+  return rank .. ':' .. tenant
+end
+
+local function parse_scheduled(entry)
+  local colon = string.find(entry, ':', 1, true)
+  if not colon then
+    return entry, ''
+  end
+  return string.sub(entry, 1, colon - 1), string.sub(entry, colon + 1)
+end

@@ -16,7 +16,7 @@ local job, events, ready, scheduled, leases, rank_hash, idem =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id = ARGV[1]
 
-local state = redis.call('HMGET', job, 'status', 'idempotency_key')
+local state = redis.call('HMGET', job, 'status', 'idempotency_key', 'tenant')
 local status = state[1]
 if not status then
   return {0, ''}
@@ -38,9 +38,9 @@ if status == 'active' then
   return {1, status}
 end
 
-redis.call('ZREM', ready, id)
+leave_ready(ready, id, state[3] or '')
 redis.call('ZREM', scheduled, id)
-redis.call('ZREM', leases, id)
+end_lease(leases, ready, id, state[3])
 redis.call('HDEL', rank_hash, id)
 cancel_settle(job, events, idem, id, now, tonumber(ARGV[2]), ARGV[3])
 return {1, 'cancelled'}

@@ -1,6 +1,7 @@
 #!lua
 --[[
 Enqueue: creates a job record and makes it ready (or scheduled when delayed), in one step.
+A ready job joins its tenant's ready set too (fair share: see _lib.lua).
 
 A job with an idempotency key that is still bound answers with the bound job's id. A finished
 job with the same id is dropped (record, stream, dead entry) and started clean; a live one is
@@ -12,12 +13,13 @@ KEYS[7] doorbell list       KEYS[8] sequence counter   KEYS[9] idempotency key (
 ARGV[1] job id              ARGV[2] nonce              ARGV[3] encoded payload
 ARGV[4] priority            ARGV[5] delay (ms)         ARGV[6] max attempts
 ARGV[7] idempotency key ('' for none)                  ARGV[8] idempotency ttl (ms)
+ARGV[9] tenant ('' for the default one)
 Returns {code, id}: 0 created, 1 deduplicated (id is the bound job's), 2 id is live.
 Events: none.
 ]]
 local job, events, ready, scheduled, rank_hash, dead, signal, seq, idem =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local id, nonce = ARGV[1], ARGV[2]
+local id, nonce, tenant = ARGV[1], ARGV[2], ARGV[9]
 
 if ARGV[7] ~= '' then
   local bound = redis.call('GET', idem)
@@ -54,13 +56,14 @@ redis.call('HSET', job,
   'id', id, 'nonce', nonce, 'status', status_now, 'payload', ARGV[3], 'priority', ARGV[4],
   'attempt', 0, 'max_attempts', ARGV[6], 'progress', '', 'rank', int(rank),
   'created_at', int(now), 'updated_at', int(now), 'run_at', int(now + delay),
-  'idempotency_key', ARGV[7], 'idem_ttl', ARGV[8], 'cancel_requested', 0, 'out', 0, 'eseq', 0)
+  'idempotency_key', ARGV[7], 'idem_ttl', ARGV[8], 'cancel_requested', 0, 'out', 0, 'eseq', 0,
+  'tenant', tenant)
 
 if delay > 0 then
   redis.call('ZADD', scheduled, int(now + delay), id)
-  redis.call('HSET', rank_hash, id, int(rank))
+  redis.call('HSET', rank_hash, id, scheduled_entry(int(rank), tenant))
 else
-  redis.call('ZADD', ready, int(rank), id)
+  make_ready(ready, id, int(rank), tenant)
   ring_doorbell(signal)
 end
 

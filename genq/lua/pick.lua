@@ -5,9 +5,14 @@ the dead-letter retention (their records have expired), then moves up to N ready
 the lease set under a short claim. The worker activates each claimed job with activate.lua; a
 claim that is never activated expires and reclaim.lua puts the job back, with no attempt spent.
 
+Jobs are served by fair share (see _lib.lua): each claim goes to the tenant whose turn it is,
+which gives its best-ranked job (priority, then FIFO) and moves back by STRIDE / its weight; a
+tenant holding as many leases as the cap is parked until one of its leases ends.
+
 KEYS[1] ready set   KEYS[2] scheduled set   KEYS[3] lease set   KEYS[4] rank hash
 KEYS[5] cooldown key   KEYS[6] dead set
 ARGV[1] how many jobs to claim   ARGV[2] claim length (ms)   ARGV[3] dead-letter retention (ms)
+ARGV[4] leases per tenant (0: no cap)   ARGV[5] tenant weights, JSON {tenant: weight} (default 1)
 Returns {claimed ids, expired lease ids, ms until the next scheduled job or lease expiry (-1 none)}.
 While the cooldown key lives nothing is claimed and the wait is its remaining time.
 Events: none.
@@ -22,11 +27,22 @@ local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', int(now), 'LIMIT', 0
 
 local due = redis.call('ZRANGEBYSCORE', scheduled, '-inf', int(now), 'LIMIT', 0, 500)
 for _, id in ipairs(due) do
-  local rank = redis.call('HGET', rank_hash, id)
+  local entry = redis.call('HGET', rank_hash, id)
   redis.call('ZREM', scheduled, id)
   redis.call('HDEL', rank_hash, id)
-  if rank then
-    redis.call('ZADD', ready, rank, id)
+  if entry then
+    local rank, tenant = parse_scheduled(entry)
+    make_ready(ready, id, rank, tenant)
+  end
+end
+
+local turns, parked = ready .. ':turns', ready .. ':parked'
+
+-- Jobs an older genq made ready belong to no tenant's set: the default tenant adopts them.
+if redis.call('EXISTS', turns) == 0 and redis.call('EXISTS', parked) == 0 then
+  local orphans = redis.call('ZRANGE', ready, 0, 499, 'WITHSCORES')
+  for i = 1, #orphans, 2 do
+    make_ready(ready, orphans[i], orphans[i + 1], '')
   end
 end
 
@@ -37,12 +53,46 @@ end
 
 local claimed = {}
 local n = tonumber(ARGV[1])
-if n > 0 then
-  local popped = redis.call('ZPOPMIN', ready, n)
-  local until_ms = int(now + tonumber(ARGV[2]))
-  for i = 1, #popped, 2 do
-    claimed[#claimed + 1] = popped[i]
-    redis.call('ZADD', leases, until_ms, popped[i])
+local cap = tonumber(ARGV[4])
+local weights = {}
+if ARGV[5] ~= '' and ARGV[5] ~= '{}' then
+  weights = cjson.decode(ARGV[5])
+end
+local running, passes = ready .. ':running', ready .. ':passes'
+local until_ms = int(now + tonumber(ARGV[2]))
+local served
+while #claimed < n do
+  local head = redis.call('ZRANGE', turns, 0, 0, 'WITHSCORES')
+  if not head[1] then break end
+  local tenant, pass = head[1], tonumber(head[2])
+  served = pass
+  local own = tenant_ready(ready, tenant)
+  if cap > 0 and tonumber(redis.call('HGET', running, tenant) or '0') >= cap then
+    redis.call('ZREM', turns, tenant)
+    redis.call('ZADD', parked, int(pass), tenant)
+  else
+    local id = redis.call('ZPOPMIN', own)[1]
+    if id then
+      redis.call('ZREM', ready, id)
+      redis.call('ZADD', leases, until_ms, id)
+      redis.call('HINCRBY', running, tenant, 1)
+      claimed[#claimed + 1] = id
+    end
+    local after = int(pass + math.floor(STRIDE / (tonumber(weights[tenant]) or 1)))
+    if redis.call('EXISTS', own) == 1 then
+      redis.call('ZADD', turns, after, tenant)
+    else
+      redis.call('ZREM', turns, tenant)
+      redis.call('HSET', passes, tenant, after)
+    end
+  end
+end
+if served then
+  if redis.call('EXISTS', turns) == 0 and redis.call('EXISTS', parked) == 0 then
+    -- Nobody waits: every tenant starts even, and no key is left behind.
+    redis.call('DEL', passes, ready .. ':vtime')
+  else
+    redis.call('SET', ready .. ':vtime', int(served))
   end
 end
 

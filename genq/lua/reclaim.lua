@@ -25,7 +25,7 @@ if not score or tonumber(score) > now then
   return {0}
 end
 local state = redis.call('HMGET', job, 'status', 'idempotency_key', 'cancel_requested',
-  'attempt', 'max_attempts', 'rank')
+  'attempt', 'max_attempts', 'rank', 'tenant')
 local status = state[1]
 if not status then
   redis.call('ZREM', leases, id)
@@ -34,7 +34,7 @@ end
 if state[2] ~= ARGV[5] then
   return {6}
 end
-redis.call('ZREM', leases, id)
+end_lease(leases, ready, id, state[7])
 
 if status == 'active' then
   redis.call('HSET', job, 'token', '')
@@ -53,6 +53,6 @@ elseif status ~= 'waiting' and status ~= 'scheduled' then
   return {0}
 end
 redis.call('HSET', job, 'status', 'waiting', 'updated_at', int(now))
-redis.call('ZADD', ready, state[6], id)
+make_ready(ready, id, state[6], state[7] or '')
 ring_doorbell(signal)
 return {1, 'waiting'}

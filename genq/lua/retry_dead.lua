@@ -15,7 +15,7 @@ Events: restarted.
 local job, events, dead, ready, idem, signal = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]
 
-local state = redis.call('HMGET', job, 'status', 'idempotency_key', 'rank')
+local state = redis.call('HMGET', job, 'status', 'idempotency_key', 'rank', 'tenant')
 if not redis.call('ZSCORE', dead, id) or state[1] ~= 'failed' then
   return {0}
 end
@@ -30,7 +30,7 @@ redis.call('HSET', job, 'status', 'waiting', 'attempt', 0, 'token', '', 'dead_re
   'finished_at', '', 'cancel_requested', 0, 'progress', '', 'out', 0, 'eseq', 0,
   'updated_at', int(now))
 restart_stream(events, ARGV[2])
-redis.call('ZADD', ready, state[3], id)
+make_ready(ready, id, state[3], state[4] or '')
 ring_doorbell(signal)
 if ARGV[3] ~= '' then
   redis.call('SET', idem, id, 'NX')

@@ -25,7 +25,7 @@ local id, outcome, data = ARGV[1], ARGV[3], ARGV[4]
 local result_ttl, dead_ttl, maxlen = tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
 
 local state = redis.call('HMGET', job, 'status', 'token', 'cancel_requested', 'attempt',
-  'max_attempts', 'rank', 'idem_ttl')
+  'max_attempts', 'rank', 'idem_ttl', 'tenant')
 if state[2] ~= ARGV[2] then
   return {4}
 end
@@ -34,7 +34,8 @@ if state[1] ~= 'active' then
 end
 
 local now = now_ms()
-redis.call('ZREM', leases, id)
+local tenant = state[8]
+end_lease(leases, ready, id, tenant)
 
 if state[3] == '1' or outcome == 'cancel' then
   cancel_settle(job, events, idem, id, now, result_ttl, maxlen)
@@ -54,7 +55,7 @@ end
 if outcome == 'release' then
   redis.call('HINCRBY', job, 'attempt', -1)
   redis.call('HSET', job, 'status', 'waiting', 'updated_at', int(now))
-  redis.call('ZADD', ready, state[6], id)
+  make_ready(ready, id, state[6], tenant or '')
   ring_doorbell(signal)
   return {0, 'waiting'}
 end
@@ -64,7 +65,7 @@ if outcome == 'retry' and tonumber(state[4]) < tonumber(state[5]) then
   redis.call('HSET', job, 'status', 'scheduled', 'error', data, 'run_at', int(run_at),
     'updated_at', int(now))
   redis.call('ZADD', scheduled, int(run_at), id)
-  redis.call('HSET', rank_hash, id, state[6])
+  redis.call('HSET', rank_hash, id, scheduled_entry(state[6], tenant or ''))
   return {0, 'scheduled'}
 end
 

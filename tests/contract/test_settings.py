@@ -47,3 +47,29 @@ def test_settings_processes_share_the_common_defaults(monkeypatch: pytest.Monkey
 def test_settings_common_fields_are_inherited_never_redeclared(process: type) -> None:
     redeclared = set(process.__annotations__) & set(CommonSettings.model_fields)
     assert not redeclared, f"{process.__name__} declares {sorted(redeclared)} again"
+
+
+def test_settings_fair_share_reads_weights_and_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GENQ_TENANT_WEIGHTS", '{"gold": 3, "free": 1}')
+    monkeypatch.setenv("GENQ_TENANT_CONCURRENCY", "4")
+    assert WorkerSettings().fair_share() == {
+        "tenant_weights": {"gold": 3, "free": 1},
+        "tenant_concurrency": 4,
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("GENQ_TENANT_WEIGHTS", '{"gold": 0}'),
+        ("GENQ_TENANT_WEIGHTS", '{"gold": 1001}'),
+        ("GENQ_TENANT_WEIGHTS", "gold=3"),
+        ("GENQ_TENANT_CONCURRENCY", "-1"),
+    ],
+)
+def test_settings_fair_share_refuses_bad_values(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=name.removeprefix("GENQ_").lower()):
+        WorkerSettings()

@@ -19,6 +19,9 @@
    expires too; the ready/scheduled/lease/rank sets name only live jobs in the matching state;
    an idempotency key points at the job that holds it. With ``retention`` (seconds) the check
    also waits that long for the finished jobs' keys to vanish and then finds none.
+7. **Fair-share books balance**: the ready set is exactly the union of the tenants' ready sets
+   (each job in its own tenant's); a tenant takes turns or is parked, not both, exactly when it
+   has runnable jobs; each tenant's running count is the number of its jobs in the lease set.
 """
 
 from __future__ import annotations
@@ -140,6 +143,7 @@ async def check_invariants(
             problems += _check_view(job_id, record, list(view), queue, text_of)
 
     problems += await _check_sets(queue, audit)
+    problems += await check_fair_share(queue)
     problems += await _check_keys(queue, audit)
     if retention is not None and not problems:
         problems += await _check_retention(queue, audit, retention)
@@ -288,6 +292,56 @@ async def _check_sets(queue: Queue, audit: Audit) -> list[str]:
             status = _s(status)
             if status is None or status in TERMINAL_STATUSES:
                 problems.append(f"queue sets name job {job_id} whose record is {status}")
+    return problems
+
+
+async def check_fair_share(queue: Queue) -> list[str]:
+    """Invariant 7 (module docstring), over every job of the queue, not only accepted ones."""
+    problems = []
+    redis, k = queue.redis, queue.keys
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.zrange(k.ready, 0, -1, withscores=True)
+        pipe.zrange(k.turns, 0, -1)
+        pipe.zrange(k.parked, 0, -1)
+        pipe.hgetall(k.running)
+        pipe.zrange(k.leases, 0, -1)
+        ready, turns, parked, running, leased = await pipe.execute()
+    prefix = k.tenant_ready("")
+    own_keys = [key for key in await _scan(queue) if key.startswith(prefix)]
+    async with redis.pipeline(transaction=False) as pipe:
+        for key in own_keys:
+            pipe.zrange(key, 0, -1, withscores=True)
+        owns = await pipe.execute()
+    by_tenant = {key[len(prefix) :]: dict(rows) for key, rows in zip(own_keys, owns, strict=True)}
+    union = {job: score for rows in by_tenant.values() for job, score in rows.items()}
+    if union != dict(ready):
+        problems.append(f"ready set {dict(ready)} is not the tenants' sets {union}")
+    turns_set, parked_set = {_s(t) for t in turns}, {_s(t) for t in parked}
+    if turns_set & parked_set:
+        problems.append(f"tenants both taking turns and parked: {turns_set & parked_set}")
+    if turns_set | parked_set != set(by_tenant):
+        problems.append(f"tenants in turns {turns_set} / parked {parked_set}, but with runnable "
+                        f"jobs: {set(by_tenant)}")  # fmt: skip
+    leased_ids = [_s(job) for job in leased]
+    async with redis.pipeline(transaction=False) as pipe:
+        for job_id in leased_ids:
+            pipe.hget(k.job(job_id), "tenant")
+        tenants = await pipe.execute()
+    holding: dict[str, int] = {}
+    for tenant in tenants:
+        if tenant is not None:
+            holding[_s(tenant)] = holding.get(_s(tenant), 0) + 1
+    counted = {_s(t): int(n) for t, n in running.items()}
+    if counted != holding:
+        problems.append(f"running counts {counted} but leases held per tenant {holding}")
+    for tenant, rows in by_tenant.items():
+        async with redis.pipeline(transaction=False) as pipe:
+            for job_id in rows:
+                pipe.hget(k.job(_s(job_id)), "tenant")
+            owners = await pipe.execute()
+        strays = [_s(j) for j, o in zip(rows, owners, strict=True) if _s(o) != tenant]
+        if strays:
+            problems.append(f"tenant {tenant!r}'s ready set holds other tenants' jobs {strays}")
     return problems
 
 

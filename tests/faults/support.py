@@ -136,11 +136,8 @@ class ScriptCalls:
         self.k = queue.keys
 
     async def pick(self, count: int = 1, claim_ms: int = 10_000) -> list[str]:
-        k = self.k
-        claimed, _, _ = await self.queue.scripts.pick(
-            keys=[k.ready, k.scheduled, k.leases, k.rank, k.cooldown, k.dead],
-            args=[count, claim_ms, int(self.queue.dead_ttl * 1000)],
-        )
+        call = self.queue.pick_call(count, claim_ms / 1000)
+        claimed, _, _ = await self.queue.scripts.pick(*call)
         return [c.decode() for c in claimed]
 
     async def activate(self, job_id: str, token: str, lease_ms: int = 30_000) -> int:

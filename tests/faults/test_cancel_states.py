@@ -68,9 +68,7 @@ async def test_cancel_a_claimed_not_activated_job_settles_and_the_claim_is_refus
 ) -> None:
     job = await queue.enqueue({})
     k = queue.keys
-    claimed, _, _ = await queue.scripts.pick(
-        keys=[k.ready, k.scheduled, k.leases, k.rank, k.cooldown, k.dead], args=[1, 10_000, 1000]
-    )
+    claimed, _, _ = await queue.scripts.pick(*queue.pick_call(1, 10))
     assert [c.decode() for c in claimed] == [job.id]
     assert await queue.cancel(job.id) is True
     assert await status_of(queue, job.id) == "cancelled"
@@ -160,9 +158,7 @@ async def test_cancel_and_settle_in_the_same_instant(
 ) -> None:
     job = await queue.enqueue({})
     k = queue.keys
-    await queue.scripts.pick(
-        keys=[k.ready, k.scheduled, k.leases, k.rank, k.cooldown, k.dead], args=[1, 10_000, 1000]
-    )
+    await queue.scripts.pick(*queue.pick_call(1, 10))
     await queue.scripts.activate(
         keys=[k.job(job.id), k.events(job.id), k.leases], args=[job.id, "tok", 5000, 100]
     )

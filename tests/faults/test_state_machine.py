@@ -6,7 +6,10 @@ the public API (enqueue, cancel, retry_dead, purge_dead). The model is a few dic
 step the invariants compare the two: each job's status, attempt and cancel flag; ``stats()``;
 which of ready / scheduled / leases / dead holds each job (exactly the one its state names);
 idempotency keys; one terminal event per finished job. ``pick`` must also return the job the
-model expects: highest priority first, FIFO within a priority, a retried job keeping its place.
+model expects: the job of the tenant whose turn it is (fair share: weighted stride scheduling,
+a tenant at its concurrency cap parked until one of its leases ends), and within a tenant the
+highest priority first, FIFO within a priority, a retried job keeping its place. The model keeps
+its own copy of the fair-share books (turns, parked, passes, virtual time) and compares them.
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ T = TypeVar("T")
 LATER_MS = 3_600_000  # a delay no example outlives
 KEYS = ("k1", "k2", "k3")
 CUSTOM_IDS = ("c1", "c2")
+TENANTS = ("", "a", "b")
+WEIGHTS = {"a": 2}
+CAP = 2
+STRIDE = 1_000_000
 
 
 @dataclass
@@ -49,6 +56,7 @@ class Model:
     rank: int
     max_attempts: int
     key: str | None
+    tenant: str = ""
     status: str = "waiting"  # as Queue.get reports it (a due retry reads as waiting)
     where: str = "ready"  # ready | scheduled | leases | dead | none
     attempt: int = 0
@@ -74,7 +82,15 @@ class QueueMachine(RuleBasedStateMachine):
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.redis = aioredis.Redis.from_url(url)
-        self.queue = Queue(self.redis, f"sm-{uuid.uuid4().hex[:12]}", result_ttl=300.0)
+        self.queue = Queue(
+            self.redis, f"sm-{uuid.uuid4().hex[:12]}", result_ttl=300.0,
+            tenant_weights=WEIGHTS, tenant_concurrency=CAP,
+        )  # fmt: skip
+        # The fair-share books, as pick.lua and _lib.lua keep them.
+        self.turns: dict[str, int] = {}
+        self.parked: dict[str, int] = {}
+        self.passes: dict[str, int] = {}
+        self.vtime = 0
         self.calls = ScriptCalls(self.queue)
         self.jobs: dict[str, Model] = {}
         self.keys: dict[str, str] = {}
@@ -111,27 +127,84 @@ class QueueMachine(RuleBasedStateMachine):
             del self.keys[job.key]
 
     def settle_cancelled(self, job: Model) -> None:
-        job.status, job.where, job.claimed, job.due = "cancelled", "none", False, False
+        self.move(job, "none")
+        job.status, job.claimed, job.due = "cancelled", False, False
         self.release_key(job)
 
     def dead_letter(self, job: Model) -> None:
-        job.status, job.where = "failed", "dead"
+        self.move(job, "dead")
+        job.status = "failed"
         self.release_key(job)
 
-    def new_job(self, job_id: str, priority: int, delayed: bool, attempts: int, key: str | None):
+    # -- the fair-share books --------------------------------------------------------------------
+
+    def waiting_of(self, tenant: str) -> list[Model]:
+        return [j for j in self.jobs.values() if j.tenant == tenant and j.where == "ready"]
+
+    def move(self, job: Model, where: str) -> None:
+        """Moves a job between sets, keeping the books as the scripts do (leases end first)."""
+        old, job.where = job.where, where
+        if old == "leases" and where != "leases" and job.tenant in self.parked:
+            self.turns[job.tenant] = self.parked.pop(job.tenant)
+        if old == "ready" and where not in ("ready", "leases") and not self.waiting_of(job.tenant):
+            pass_ = self.turns.pop(job.tenant, None)
+            pass_ = self.parked.pop(job.tenant, pass_)
+            if pass_ is not None:
+                self.passes[job.tenant] = pass_
+        if where == "ready" and old != "ready" and self.waiting_of(job.tenant) == [job]:
+            start = max(self.vtime, self.passes.pop(job.tenant, 0))
+            self.turns[job.tenant] = start
+
+    def pick_model(self) -> Model | None:
+        """The job pick.lua claims next (one), with the books updated as it does."""
+        due = [j for j in self.jobs.values() if j.where == "scheduled" and j.due]
+        for job in due:
+            job.due = False
+            self.move(job, "ready")
+        picked, served = None, None
+        while picked is None and self.turns:
+            tenant = min(self.turns, key=lambda t: (self.turns[t], t))
+            served = pass_ = self.turns[tenant]
+            held = [j for j in self.jobs.values() if j.tenant == tenant and j.where == "leases"]
+            if len(held) >= CAP:
+                self.parked[tenant] = self.turns.pop(tenant)
+                continue
+            picked = min(self.waiting_of(tenant), key=lambda j: j.rank)
+            picked.where = "leases"
+            after = pass_ + STRIDE // WEIGHTS.get(tenant, 1)
+            if self.waiting_of(tenant):
+                self.turns[tenant] = after
+            else:
+                del self.turns[tenant]
+                self.passes[tenant] = after
+        if served is not None:
+            if not self.turns and not self.parked:
+                self.passes.clear()
+                self.vtime = 0
+            else:
+                self.vtime = served
+        return picked
+
+    def new_job(
+        self, job_id: str, priority: int, delayed: bool, attempts: int, key: str | None,
+        tenant: str,
+    ) -> Model:  # fmt: skip
         self.next_seq += 1
         rank = (1000 - priority) * 10**12 + self.next_seq
-        job = Model(job_id, rank, attempts, key)
-        if delayed:
-            job.status, job.where = "scheduled", "scheduled"
+        job = Model(job_id, rank, attempts, key, tenant, where="none")
         self.jobs[job_id] = job
+        if delayed:
+            job.status = "scheduled"
+            self.move(job, "scheduled")
+        else:
+            self.move(job, "ready")
         if key:
             self.keys[key] = job_id
         return job
 
     def activate_model(self, job: Model, token: str) -> None:
         job.attempt += 1
-        job.status, job.where, job.claimed, job.token = "active", "leases", False, token
+        job.status, job.claimed, job.token = "active", False, token
         job.output, job.seq = False, 0
 
     # -- producing -----------------------------------------------------------------------------
@@ -141,8 +214,11 @@ class QueueMachine(RuleBasedStateMachine):
         delayed=st.booleans(),
         key=st.none() | st.sampled_from(KEYS),
         attempts=st.integers(1, 3),
+        tenant=st.sampled_from(TENANTS),
     )
-    def enqueue(self, priority: int, delayed: bool, key: str | None, attempts: int) -> None:
+    def enqueue(
+        self, priority: int, delayed: bool, key: str | None, attempts: int, tenant: str
+    ) -> None:
         e = self.run(
             self.queue.enqueue(
                 {"p": priority},
@@ -150,42 +226,43 @@ class QueueMachine(RuleBasedStateMachine):
                 priority=priority,
                 delay=LATER_MS / 1000 if delayed else 0.0,
                 max_attempts=attempts,
+                tenant=tenant,
             )
         )
         if key and key in self.keys:
             assert e.deduplicated and e.id == self.keys[key], (e, self.keys)
             return
         assert not e.deduplicated
-        self.new_job(e.id, priority, delayed, attempts, key)
+        self.new_job(e.id, priority, delayed, attempts, key, tenant)
 
-    @rule(job_id=st.sampled_from(CUSTOM_IDS), priority=st.sampled_from([0, 5]))
-    def enqueue_custom_id(self, job_id: str, priority: int) -> None:
+    @rule(
+        job_id=st.sampled_from(CUSTOM_IDS),
+        priority=st.sampled_from([0, 5]),
+        tenant=st.sampled_from(TENANTS),
+    )
+    def enqueue_custom_id(self, job_id: str, priority: int, tenant: str) -> None:
         known = self.jobs.get(job_id)
+        enqueue = self.queue.enqueue({}, job_id=job_id, priority=priority, tenant=tenant)
         if known is not None and not known.finished:
             with pytest.raises(JobExistsError):
-                self.run(self.queue.enqueue({}, job_id=job_id, priority=priority))
+                self.run(enqueue)
             return
-        e = self.run(self.queue.enqueue({}, job_id=job_id, priority=priority))
+        e = self.run(enqueue)
         assert (e.id, e.deduplicated) == (job_id, False)
-        self.new_job(job_id, priority, False, self.queue.max_attempts, None)  # starts clean
+        if known is not None:
+            known.where = "none"  # a finished job's record is replaced (in no set)
+        self.new_job(job_id, priority, False, self.queue.max_attempts, None, tenant)
 
     # -- reserving -----------------------------------------------------------------------------
-
-    def expected_pick(self) -> Model | None:
-        for job in self.jobs.values():
-            if job.where == "scheduled" and job.due:
-                job.where, job.due = "ready", False
-        ready = [j for j in self.jobs.values() if j.where == "ready"]
-        return min(ready, key=lambda j: j.rank) if ready else None
 
     @rule(activate=st.booleans())
     def reserve(self, activate: bool) -> None:
         claimed = self.run(self.calls.pick(1))
-        expected = self.expected_pick()
+        expected = self.pick_model()
         assert claimed == ([expected.id] if expected else []), (claimed, expected)
         if expected is None:
             return
-        expected.where, expected.claimed = "leases", True
+        expected.claimed = True
         if activate:
             token = uuid.uuid4().hex
             assert self.run(self.calls.activate(expected.id, token)) == 0
@@ -206,7 +283,8 @@ class QueueMachine(RuleBasedStateMachine):
         self.run(self.calls.expire_lease(job.id))
         reply = self.run(self.calls.reclaim(job.id))
         assert [int(reply[0]), reply[1].decode()] == [1, "waiting"]
-        job.where, job.claimed, job.status = "ready", False, "waiting"  # no attempt spent
+        self.move(job, "ready")
+        job.claimed, job.status = False, "waiting"  # no attempt spent
 
     # -- running -------------------------------------------------------------------------------
 
@@ -239,13 +317,16 @@ class QueueMachine(RuleBasedStateMachine):
         if job.cancel_requested:
             self.settle_cancelled(job)
         elif kind == "complete":
-            job.status, job.where = "completed", "none"
+            self.move(job, "none")
+            job.status = "completed"
         elif kind == "fail":
             self.dead_letter(job)
         elif kind == "release":
-            job.status, job.where, job.attempt = "waiting", "ready", job.attempt - 1
+            self.move(job, "ready")
+            job.status, job.attempt = "waiting", job.attempt - 1
         elif job.attempt < job.max_attempts:
-            job.where, job.due = "scheduled", not later
+            self.move(job, "scheduled")
+            job.due = not later
             job.status = "scheduled" if later else "waiting"
         else:
             self.dead_letter(job)
@@ -266,7 +347,8 @@ class QueueMachine(RuleBasedStateMachine):
         elif job.attempt >= job.max_attempts:
             self.dead_letter(job)
         else:
-            job.status, job.where = "waiting", "ready"
+            self.move(job, "ready")
+            job.status = "waiting"
         assert reply[1].decode() == job.status
 
     @precondition(lambda self: self.has(lambda j: j.stale))
@@ -306,7 +388,8 @@ class QueueMachine(RuleBasedStateMachine):
         answer = self.run(self.queue.retry_dead(job.id))
         assert answer is (job.status == "failed")
         if answer:
-            job.status, job.where, job.attempt = "waiting", "ready", 0
+            self.move(job, "ready")
+            job.status, job.attempt = "waiting", 0
             job.cancel_requested, job.output, job.seq, job.token = False, False, 0, None
             if job.key and job.key not in self.keys:
                 self.keys[job.key] = job.id
@@ -362,6 +445,20 @@ class QueueMachine(RuleBasedStateMachine):
         assert (stats.waiting, stats.scheduled, stats.active, stats.dead) == (
             count["ready"], count["scheduled"], count["leases"], count["dead"]
         )  # fmt: skip
+        await self._compare_books()
+
+    async def _compare_books(self) -> None:
+        k = self.queue.keys
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zrange(k.turns, 0, -1, withscores=True)
+            pipe.zrange(k.parked, 0, -1, withscores=True)
+            pipe.hgetall(k.passes)
+            pipe.get(k.vtime)
+            turns, parked, passes, vtime = await pipe.execute()
+        assert {t.decode(): int(s) for t, s in turns} == self.turns
+        assert {t.decode(): int(s) for t, s in parked} == self.parked
+        assert {t.decode(): int(p) for t, p in passes.items()} == self.passes
+        assert int(vtime or 0) == self.vtime
 
 
 def test_queue_state_machine_agrees_with_its_model(redis_url: str) -> None:

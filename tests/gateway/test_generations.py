@@ -327,3 +327,14 @@ async def test_generation_jobs_in_flight_are_capped_per_tenant(redis_url: str, p
             await alpha.post(f"/v1/generations/{first.json()['id']}/cancel")
             fourth = await alpha.post("/v1/generations", json=body)
             assert fourth.status_code == 202
+
+
+async def test_generation_is_queued_under_its_tenant_for_the_fair_share(
+    alpha: httpx.AsyncClient, beta: httpx.AsyncClient, redis: aioredis.Redis, prefix: str
+) -> None:
+    """Each tenant's jobs wait in the tenant's own line of the provider queue."""
+    body = {"model": "demo/fast", "prompt": "hi", "delay_ms": 60_000}
+    a = (await alpha.post("/v1/generations", json=body)).json()["id"]
+    b = (await beta.post("/v1/generations", json=body)).json()["id"]
+    queue = queue_for(redis, prefix)
+    assert [(await queue.get(job_id)).tenant for job_id in (a, b)] == ["alpha", "beta"]  # type: ignore[union-attr]

@@ -2,7 +2,8 @@ import asyncio
 
 import pytest
 
-from genq import JobExistsError, JobStatus, Queue
+from genq import EnqueueItem, JobExistsError, JobStatus, Queue
+from genq._enqueue import enqueue_call
 
 
 async def test_enqueue_creates_waiting_record(queue):
@@ -116,21 +117,9 @@ async def test_enqueue_finished_custom_id_starts_clean(queue):
 
 async def test_enqueue_rerun_of_same_call_does_not_duplicate(queue):
     """redis-py may resend a script whose reply was lost: the re-run must not make a 2nd job."""
-    k = queue.keys
-    args_keys = [
-        k.job("x1"),
-        k.events("x1"),
-        k.ready,
-        k.scheduled,
-        k.rank,
-        k.dead,
-        k.signal,
-        k.seq,
-        k.idempotency(""),
-    ]
-    args = ["x1", "nonce-1", '"p"', 0, 0, 3, "", 1000]
-    first = await queue.scripts.enqueue(keys=args_keys, args=args)
-    second = await queue.scripts.enqueue(keys=args_keys, args=args)
+    keys, args = enqueue_call(queue, EnqueueItem("p", job_id="x1"))
+    first = await queue.scripts.enqueue(keys=keys, args=args)
+    second = await queue.scripts.enqueue(keys=keys, args=args)
     assert first[0] == 0 and second[0] == 0
     assert (await queue.stats()).waiting == 1
 

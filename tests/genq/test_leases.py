@@ -108,11 +108,8 @@ async def test_leases_emit_rerun_with_same_sequence_appends_once(queue):
 
 async def test_leases_expired_claim_returns_without_spending_attempt(queue):
     e = await queue.enqueue("p")
-    k = queue.keys
     # A worker claims the job and dies before activating it.
-    claimed, _, _ = await queue.scripts.pick(
-        keys=[k.ready, k.scheduled, k.leases, k.rank, k.cooldown, k.dead], args=[1, 50, 1000]
-    )
+    claimed, _, _ = await queue.scripts.pick(*queue.pick_call(1, 0.05))
     assert [c.decode() for c in claimed] == [e.id]
     await asyncio.sleep(0.1)
 
@@ -129,10 +126,7 @@ async def test_leases_dead_worker_job_is_reclaimed_or_cancelled(redis, prefix, c
     e = await queue.enqueue("p")
     k = queue.keys
     # A worker claims and activates the job, then dies without a word.
-    claimed, _, _ = await queue.scripts.pick(
-        keys=[k.ready, k.scheduled, k.leases, k.rank, k.cooldown, k.dead],
-        args=[1, 10_000, 1000],
-    )
+    claimed, _, _ = await queue.scripts.pick(*queue.pick_call(1, 10))
     assert [c.decode() for c in claimed] == [e.id]
     await queue.scripts.activate(
         keys=[k.job(e.id), k.events(e.id), k.leases], args=[e.id, "dead-worker", 300, 100]

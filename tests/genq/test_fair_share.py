@@ -1,0 +1,166 @@
+"""Fair share: waiting jobs served round-robin across tenants (weighted), a per-tenant cap on
+leases enforced when reserving, and a backlog of one tenant delaying another by about a slot."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+
+import pytest
+
+from genq import EnqueueItem, Queue
+from tests.faults.invariants import check_fair_share, check_invariants
+from tests.faults.support import ScriptCalls
+
+
+async def enqueue(queue: Queue, tenant: str, count: int, priority: int = 0) -> list[str]:
+    items = [EnqueueItem({"t": tenant}, tenant=tenant, priority=priority) for _ in range(count)]
+    return [e.id for e in await queue.enqueue_many(items)]
+
+
+async def tenants_of(queue: Queue, ids: list[str]) -> str:
+    return "".join([(await queue.get(job_id)).tenant for job_id in ids])  # type: ignore[union-attr]
+
+
+async def test_fair_share_alternates_tenants_whatever_the_arrival_order(queue: Queue) -> None:
+    await enqueue(queue, "a", 4)
+    await enqueue(queue, "b", 2)
+    await enqueue(queue, "c", 1)
+    calls = ScriptCalls(queue)
+    picked = await calls.pick(7)
+    assert await tenants_of(queue, picked) == "abcabaa"
+    assert await check_fair_share(queue) == []
+
+
+async def test_fair_share_keeps_priority_then_fifo_within_a_tenant(queue: Queue) -> None:
+    low = await enqueue(queue, "a", 2, priority=0)
+    high = await enqueue(queue, "a", 1, priority=5)
+    b = await enqueue(queue, "b", 1, priority=-5)
+    picked = await ScriptCalls(queue).pick(4)
+    assert picked == [high[0], b[0], low[0], low[1]]
+
+
+async def test_fair_share_weights_give_a_heavier_tenant_more_turns(redis, prefix) -> None:
+    queue = Queue(redis, prefix, tenant_weights={"gold": 3})
+    await enqueue(queue, "gold", 9)
+    await enqueue(queue, "free", 9)
+    picked = await ScriptCalls(queue).pick(8)
+    order = await tenants_of(queue, picked)
+    assert order.count("g") == 6 and order.count("f") == 2, order
+
+
+async def test_fair_share_cap_parks_a_tenant_until_one_of_its_leases_ends(redis, prefix) -> None:
+    queue = Queue(redis, prefix, tenant_concurrency=2)
+    a = await enqueue(queue, "a", 4)
+    b = await enqueue(queue, "b", 1)
+    calls = ScriptCalls(queue)
+    first = await calls.pick(10)
+    assert sorted(first) == sorted([a[0], a[1], b[0]])  # a's third waits: it holds two
+    assert await calls.pick(10) == []
+    assert await redis.zrange(queue.keys.parked, 0, -1) == [b"a"]
+    await calls.activate(a[0], "tok")
+    await calls.settle(a[0], "tok", "complete", '"ok"')
+    assert await calls.pick(10) == [a[2]]  # one slot freed, one more of a's
+    assert await check_fair_share(queue) == []
+
+
+async def test_fair_share_cap_counts_across_workers(redis, prefix) -> None:
+    """Two workers of one queue: a tenant never runs more than the cap at once."""
+    queue = Queue(redis, prefix, tenant_concurrency=3)
+    running: list[int] = [0]
+    most: list[int] = [0]
+
+    async def handler(job):
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        await asyncio.sleep(0.02)
+        running[0] -= 1
+
+    ids = await enqueue(queue, "a", 30)
+    async with queue.worker(handler, concurrency=8), queue.worker(handler, concurrency=8):
+        for job_id in ids:
+            await queue.wait(job_id, timeout=30)
+    assert most[0] == 3
+    await check_invariants(queue, ids)
+
+
+async def test_fair_share_cancel_and_retry_keep_the_books(queue: Queue) -> None:
+    a = await enqueue(queue, "a", 2)
+    await enqueue(queue, "b", 1)
+    assert await queue.cancel(a[0]) and await queue.cancel(a[1])
+    assert await redis_turns(queue) == [b"b"]  # a left the turns with its last waiting job
+    assert await check_fair_share(queue) == []
+
+
+async def redis_turns(queue: Queue) -> list[bytes]:
+    return list(await queue.redis.zrange(queue.keys.turns, 0, -1))
+
+
+async def test_fair_share_adopts_jobs_an_older_genq_made_ready(queue: Queue) -> None:
+    """A job in the ready set that no tenant set holds (written before fair share) still runs."""
+    e = await queue.enqueue("old")
+    k = queue.keys
+    await queue.redis.delete(k.tenant_ready(""), k.turns)
+    await queue.redis.hdel(k.job(e.id), "tenant")
+
+    async def handler(job):
+        return job.payload
+
+    async with queue.worker(handler):
+        assert await queue.wait(e.id, timeout=5) == "old"
+    assert await check_fair_share(queue) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"tenant_weights": {"a": 0}}, "weight of tenant 'a'"),
+        ({"tenant_weights": {"a": 1001}}, "weight of tenant 'a'"),
+        ({"tenant_weights": {"{a}": 2}}, "invalid tenant"),
+        ({"tenant_concurrency": -1}, "tenant_concurrency"),
+    ],
+)
+def test_fair_share_bad_options_are_refused(redis, prefix, options, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        Queue(redis, prefix, **options)
+
+
+async def test_fair_share_bad_tenant_is_refused(queue: Queue) -> None:
+    with pytest.raises(ValueError, match="invalid tenant"):
+        await queue.enqueue("p", tenant="x" * 201)
+    assert (await queue.stats()).waiting == 0
+
+
+async def test_fair_share_backlog_of_one_tenant_delays_another_by_about_a_slot(
+    redis, prefix
+) -> None:
+    """The issue's scenario: A enqueues 5,000 jobs of 20 ms, then B enqueues 10 (one every 20 ms);
+    with one worker of concurrency 8 every B job starts within 150 ms of its enqueue (server
+    clock: the record's created_at and started_at), and all of A's jobs still complete."""
+    queue = Queue(redis, prefix, result_ttl=120.0)
+
+    async def handler(job):
+        await asyncio.sleep(0.02)
+
+    a_items = [EnqueueItem({"n": i}, tenant="A") for i in range(5000)]
+    a_ids: list[str] = []
+    for start in range(0, len(a_items), 500):
+        a_ids += [e.id for e in await queue.enqueue_many(a_items[start : start + 500])]
+    async with queue.worker(handler, concurrency=8):
+        await asyncio.sleep(0.3)  # the worker is busy with A's backlog
+        b_ids = []
+        for _ in range(10):
+            b_ids.append((await queue.enqueue({"b": 1}, tenant="B")).id)
+            await asyncio.sleep(0.02)
+        for job_id in b_ids:
+            await queue.wait(job_id, timeout=10)
+        waits = []
+        for job_id in b_ids:
+            job = await queue.get(job_id)
+            assert job is not None and job.started_at is not None
+            waits.append(job.started_at - job.created_at)
+        assert (await queue.stats()).waiting > 1000  # A's backlog was still there
+        assert max(waits) < 0.150, f"B waited {waits} (median {statistics.median(waits):.3f} s)"
+        for job_id in a_ids:
+            await queue.wait(job_id, timeout=120)
+    await check_invariants(queue, a_ids + b_ids)
