@@ -1,6 +1,7 @@
 """genq: durable background jobs with a per-job output stream, on Redis."""
 
 from ._dead_letters import DeadEntry, DeadPage
+from ._job_index import JobPage
 from .active_job import ActiveJob, emit_many
 from .codecs import Codec, JsonCodec, PydanticCodec
 from .connection import RedisClient, RedisPipeline, connect
@@ -12,6 +13,7 @@ from .errors import (
     JobExistsError,
     JobFailedError,
     JobLeaseLostError,
+    JobNotFinishedError,
     JobNotFoundError,
     RetryJobError,
     TerminalJobError,
@@ -40,7 +42,9 @@ __all__ = [
     "JobExistsError",
     "JobFailedError",
     "JobLeaseLostError",
+    "JobNotFinishedError",
     "JobNotFoundError",
+    "JobPage",
     "JobStatus",
     "JsonCodec",
     "Keys",

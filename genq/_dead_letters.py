@@ -43,10 +43,11 @@ def format_cursor(row: Row) -> str:
 
 
 def parse_cursor(cursor: str) -> tuple[int, str]:
-    """``"<ms>:<job id>"`` -> (ms, job id); ValueError for anything else."""
+    """``"<ms>:<job id>"`` -> (ms, job id); ValueError for anything else. Dead-letter and job
+    listings share this cursor form."""
     died, sep, job_id = cursor.partition(":")
     if not sep or not job_id or not died.isascii() or not died.isdigit():
-        raise ValueError(f"invalid dead-letter cursor {cursor[:60]!r}")
+        raise ValueError(f"invalid cursor {cursor[:60]!r}")
     return int(died), job_id
 
 

@@ -58,8 +58,8 @@ def enqueue_call(queue: QueueBase, item: EnqueueItem) -> Call:
         raise ValueError(f"idempotency_key must be 1-{MAX_IDEMPOTENCY_KEY} characters")
     tenant = check_tenant(item.tenant)
     idem_ttl = queue.result_ttl if item.idempotency_ttl is None else item.idempotency_ttl
-    if idem_ttl <= 0:
-        raise ValueError("idempotency_ttl must be positive")
+    if not math.isfinite(idem_ttl) or idem_ttl < 0:
+        raise ValueError("idempotency_ttl must be a finite number of seconds >= 0 (0: forever)")
     # The nonce lets a resent enqueue recognise the job it already made; a generated id
     # is unique on its own.
     nonce = uuid.uuid4().hex

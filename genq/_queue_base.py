@@ -12,9 +12,9 @@ import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from .cluster import Call, socket_timeout
+from .cluster import Call, is_cluster, server_time, socket_timeout
 from .codecs import Codec, json_codec
-from .connection import RedisClient
+from .connection import RedisClient, RedisPipeline
 from .events import text
 from .keys import Keys, check_prefix, check_tenant
 from .scripts import Code, Scripts
@@ -72,8 +72,8 @@ class QueueBase:
     ) -> None:
         if lease <= 0 or max_attempts < 1 or backoff < 0 or max_backoff < backoff:
             raise ValueError("lease > 0, max_attempts >= 1, 0 <= backoff <= max_backoff")
-        if result_ttl <= 0 or dead_ttl <= 0 or events_max_len < 1:
-            raise ValueError("result_ttl, dead_ttl and events_max_len must be positive")
+        if result_ttl < 0 or dead_ttl < 0 or events_max_len < 1:
+            raise ValueError("result_ttl, dead_ttl >= 0 (0: forever) and events_max_len >= 1")
         self.redis = redis
         self.prefix = check_prefix(prefix)
         self.keys = Keys(prefix)
@@ -93,6 +93,31 @@ class QueueBase:
             raise ValueError("tenant_concurrency must be an integer >= 0 (0: no cap)")
         self.tenant_concurrency = tenant_concurrency
         self.weights_arg = json.dumps(self.tenant_weights, separators=(",", ":"))
+
+    async def server_time(self) -> float:
+        """The clock of the server holding this queue (the one its scripts use), in seconds."""
+        seconds, micros = await server_time(self.redis, self.keys.ready)
+        return seconds + micros / 1e6
+
+    async def read_with_time(
+        self, fill: Callable[[RedisPipeline], object]
+    ) -> tuple[list[Any], float]:
+        """The replies of the reads ``fill`` queues on a pipeline, and the server's time.
+
+        For reads of this queue's keys (or ``keys.extra`` ones) that need "now" on the
+        server's clock. A cluster pipeline refuses TIME (it has no key to route by), so there
+        the time is read from the queue's node right after the pipeline.
+        """
+        cluster = is_cluster(self.redis)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            fill(pipe)
+            if not cluster:
+                pipe.time()
+            replies: list[Any] = await pipe.execute()
+        if cluster:
+            return replies, await self.server_time()
+        seconds, micros = replies.pop()
+        return replies, int(seconds) + int(micros) / 1e6
 
     def pick_call(self, count: int, claim: float) -> Call:
         """``pick.lua``'s keys and arguments: claim up to ``count`` jobs for ``claim`` seconds."""

@@ -3,6 +3,7 @@
 GenqError
 ├── JobNotFoundError      the id is unknown, or its record has expired
 ├── JobExistsError        a custom id is still live
+├── JobNotFinishedError   delete(): the job has not finished (cancel it first)
 ├── JobFailedError        wait(): the job dead-lettered (``.error`` says why)
 ├── JobCancelledError     wait(): the job was cancelled
 ├── JobLeaseLostError     emit/progress/heartbeat/settle by a holder whose lease is gone
@@ -32,6 +33,12 @@ class JobExistsError(GenqError):
         super().__init__(
             f"job {job_id!r} is still live; a custom id can be reused once it finished"
         )
+        self.job_id = job_id
+
+
+class JobNotFinishedError(GenqError):
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"job {job_id!r} has not finished; cancel it before deleting it")
         self.job_id = job_id
 
 

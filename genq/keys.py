@@ -122,6 +122,17 @@ class Keys:
         """pub/sub channel: a JSON notice for every job that dead-letters."""
         return f"{self.tag}:deadletters"
 
+    def index(self, status: str, tenant: str | None = None) -> str:
+        """zset: the jobs in ``status`` (of ``tenant``, or all), scored by creation time (ms)."""
+        if tenant is None:
+            return f"{self.tag}:ix:{status}"
+        return f"{self.tag}:ix:t:{tenant}:{status}"
+
+    @cached_property
+    def index_expiry(self) -> str:
+        """zset: "<status>\\0<tenant>\\0<id>" of finished jobs, scored by their record's expiry."""
+        return f"{self.tag}:ix:expiry"
+
     def job(self, job_id: str) -> str:
         """hash: the job record."""
         return f"{self.tag}:job:{job_id}"

@@ -9,18 +9,20 @@ from typing import Any
 
 from ._dead_letters import DeadEntry, DeadPage, format_cursor, parse_cursor, rows_after
 from ._enqueue import Enqueued, EnqueueItem, enqueue_batch, enqueue_call, enqueued
+from ._job_index import JobPage, count_jobs, list_jobs
 from ._queue_base import QueueBase, ms
 from .active_job import ActiveJob
 from .cancellation import raise_if_cancelled
-from .cluster import is_cluster, run_pipelined, server_time
+from .cluster import run_pipelined
 from .connection import RedisPipeline
-from .errors import JobCancelledError, JobFailedError, JobNotFoundError
+from .errors import JobCancelledError, JobFailedError, JobNotFinishedError, JobNotFoundError
 from .events import Event, check_cursor, decode_entry, text
 from .job import Job
+from .scripts import Code
 from .status import TERMINAL, JobStatus
 from .worker import Worker
 
-__all__ = ["EnqueueItem", "Enqueued", "Queue", "QueueStats"]
+__all__ = ["EnqueueItem", "Enqueued", "JobPage", "Queue", "QueueStats"]
 
 
 @dataclass(frozen=True)
@@ -92,37 +94,34 @@ class Queue(QueueBase):
 
     # -- reading -------------------------------------------------------------------------------
 
-    async def server_time(self) -> float:
-        """The clock of the server holding this queue (the one its scripts use), in seconds."""
-        seconds, micros = await server_time(self.redis, self.keys.ready)
-        return seconds + micros / 1e6
-
-    async def read_with_time(
-        self, fill: Callable[[RedisPipeline], object]
-    ) -> tuple[list[Any], float]:
-        """The replies of the reads ``fill`` queues on a pipeline, and the server's time.
-
-        For reads of this queue's keys (or ``keys.extra`` ones) that need "now" on the
-        server's clock. A cluster pipeline refuses TIME (it has no key to route by), so there
-        the time is read from the queue's node right after the pipeline.
-        """
-        cluster = is_cluster(self.redis)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            fill(pipe)
-            if not cluster:
-                pipe.time()
-            replies: list[Any] = await pipe.execute()
-        if cluster:
-            return replies, await self.server_time()
-        seconds, micros = replies.pop()
-        return replies, int(seconds) + int(micros) / 1e6
-
     async def get(self, job_id: str) -> Job | None:
         """The job's record, or None when the id is unknown or its record expired."""
         (raw,), now = await self.read_with_time(lambda pipe: pipe.hgetall(self.keys.job(job_id)))
         if not raw:
             return None
         return Job.from_hash(raw, self.codec, self.result_codec, now)
+
+    async def find(self, idempotency_key: str) -> Job | None:
+        """The job an idempotency key is bound to, or None when it is bound to none."""
+        bound = await self.redis.get(self.keys.idempotency(idempotency_key))
+        return await self.get(text(bound)) if bound else None
+
+    async def jobs(
+        self,
+        status: str | None = None,
+        tenant: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """A page of jobs, newest first (by creation), of one status (``dead`` is ``failed``)
+        or all, of one tenant or all. Pass the page's ``next_cursor`` back for the next page:
+        paging while jobs change never repeats a job and never skips one that kept its status.
+        Finished jobs leave the listing when their records expire."""
+        return await list_jobs(self, status, tenant, limit, cursor)
+
+    async def job_counts(self, tenant: str | None = None) -> dict[str, int]:
+        """How many jobs the listing holds in each status (of ``tenant``, or all)."""
+        return await count_jobs(self, tenant)
 
     async def last_event(self, job_id: str) -> Event | None:
         """The newest event still on the job's stream; None when there is none.
@@ -314,15 +313,39 @@ class Queue(QueueBase):
 
     async def retry_dead(self, job_id: str) -> bool:
         """Puts a dead-lettered job back with fresh attempts; its old output is dropped."""
+        return await self._retry(job_id, cancelled_too=False)
+
+    async def retry(self, job_id: str) -> bool:
+        """Puts a failed or cancelled job back in line with fresh attempts, under the same id;
+        its old output is dropped (watchers get ``restarted``). False for any other job."""
+        return await self._retry(job_id, cancelled_too=True)
+
+    async def _retry(self, job_id: str, cancelled_too: bool) -> bool:
         k = self.keys
         reply = await self.run_keyed(
             job_id,
-            lambda idem: self.scripts.retry_dead(
+            lambda idem: self.scripts.retry(
                 keys=[k.job(job_id), k.events(job_id), k.dead, k.ready, k.idempotency(idem),
                       k.signal],
-                args=[job_id, self.events_max_len, idem],
+                args=[job_id, self.events_max_len, idem, int(cancelled_too)],
             ),
         )  # fmt: skip
+        return bool(reply[0] == 1)
+
+    async def delete(self, job_id: str) -> bool:
+        """Deletes a finished job for good (record, output, listing entries, its idempotency
+        key). False when there is no such job; :class:`JobNotFinishedError` when it has not
+        finished (cancel it first)."""
+        k = self.keys
+        reply = await self.run_keyed(
+            job_id,
+            lambda idem: self.scripts.delete(
+                keys=[k.job(job_id), k.events(job_id), k.dead, k.idempotency(idem)],
+                args=[job_id, idem],
+            ),
+        )
+        if reply[0] == Code.EXISTS:
+            raise JobNotFinishedError(job_id)
         return bool(reply[0] == 1)
 
     async def purge_dead(self, ids: list[str] | None = None) -> int:

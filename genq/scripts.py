@@ -24,8 +24,9 @@ NAMES = (
     "settle",
     "cancel",
     "reclaim",
-    "retry_dead",
+    "retry",
     "purge_dead",
+    "delete",
     "cooldown",
     "clear_cooldown",
 )
@@ -63,8 +64,9 @@ class Scripts:
     settle: AsyncScript
     cancel: AsyncScript
     reclaim: AsyncScript
-    retry_dead: AsyncScript
+    retry: AsyncScript
     purge_dead: AsyncScript
+    delete: AsyncScript
     cooldown: AsyncScript
     clear_cooldown: AsyncScript
 

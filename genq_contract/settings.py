@@ -23,12 +23,13 @@ class CommonSettings(RoutingSettings):
     redis_url: str = DEFAULT_REDIS_URL
     """GENQ_REDIS_URL: ``redis://``, ``rediss://``, ``unix://`` or ``redis+cluster://h1:p1,h2:p2``
     (see ``genq.connect``)."""
-    result_ttl: float = Field(default=3600.0, gt=0)
+    result_ttl: float = Field(default=3600.0, ge=0)
     """GENQ_RESULT_TTL: seconds a finished generation (record, output, idempotency key) stays
-    readable."""
-    dead_ttl: float = Field(default=14 * 86400.0, gt=0)
+    readable; 0 keeps it forever."""
+    dead_ttl: float = Field(default=14 * 86400.0, ge=0)
     """GENQ_DEAD_TTL: seconds a dead-lettered job (record, output, dead-set entry) is kept,
-    apart from GENQ_RESULT_TTL. Running and scheduled jobs never expire, whatever both say."""
+    apart from GENQ_RESULT_TTL; 0 keeps it forever. Running and scheduled jobs never expire,
+    whatever both say."""
     max_attempts: int = Field(default=3, ge=1)
     """GENQ_MAX_ATTEMPTS: attempts of a job enqueued without its own count."""
     tenant_weights: dict[str, Annotated[int, Field(ge=1, le=1000)]] = {}

@@ -27,12 +27,63 @@ local function release_key(idem, id)
   end
 end
 
--- Stamps a terminal status, writes the terminal event and starts the retention clock.
+--[[ Job index. Every job is listed under its status twice, for the queue ({P}:ix:<status>) and
+for its tenant ({P}:ix:t:<tenant>:<status>), scored by the millisecond it was created, so a
+listing pages newest first by a position that does not move while the job keeps its status.
+The script that changes a job's status moves it (reindex, called before the status is
+written). A finished job's entries leave with its record: finish() files them in
+{P}:ix:expiry under the record's expiry, and pick.lua drops the due ones. ]]
+
+local FINISHED = {completed = true, failed = true, cancelled = true}
+
+-- The hash tag every key of a queue starts with ("{P}").
+local function tag_of(key)
+  return string.match(key, '^({.-})')
+end
+
+local function index_add(tag, tenant, status, created, id)
+  redis.call('ZADD', tag .. ':ix:' .. status, created, id)
+  redis.call('ZADD', tag .. ':ix:t:' .. tenant .. ':' .. status, created, id)
+end
+
+-- An {P}:ix:expiry member: status, tenant and id, which neither of them contains a NUL in.
+local function expiry_entry(status, tenant, id)
+  return status .. '\0' .. tenant .. '\0' .. id
+end
+
+-- Moves the job's index entries from its current status to `to` (none: out of the index).
+-- Returns the job's tenant and id (nil when there is no record).
+local function reindex(job, to)
+  local f = redis.call('HMGET', job, 'status', 'tenant', 'created_at', 'id')
+  local tag, tenant, id = tag_of(job), f[2] or '', f[4]
+  if not id then
+    return nil, nil
+  end
+  if f[1] then
+    redis.call('ZREM', tag .. ':ix:' .. f[1], id)
+    redis.call('ZREM', tag .. ':ix:t:' .. tenant .. ':' .. f[1], id)
+    if FINISHED[f[1]] then
+      redis.call('ZREM', tag .. ':ix:expiry', expiry_entry(f[1], tenant, id))
+    end
+  end
+  if to then
+    index_add(tag, tenant, to, f[3], id)
+  end
+  return tenant, id
+end
+
+-- Stamps a terminal status, writes the terminal event and starts the retention clock (a ttl of
+-- 0 keeps the job forever).
 local function finish(job, events, status, now, data, ttl_ms, maxlen)
+  local tenant, id = reindex(job, status)
   redis.call('HSET', job, 'status', status, 'finished_at', int(now), 'updated_at', int(now))
   append(events, maxlen, status, data)
-  redis.call('PEXPIRE', job, ttl_ms)
-  redis.call('PEXPIRE', events, ttl_ms)
+  if ttl_ms > 0 then
+    redis.call('PEXPIRE', job, ttl_ms)
+    redis.call('PEXPIRE', events, ttl_ms)
+    redis.call('ZADD', tag_of(job) .. ':ix:expiry', int(now + ttl_ms),
+      expiry_entry(status, tenant, id))
+  end
 end
 
 -- Dead-letters a job and announces it on the dead-letters channel, for alerting.
@@ -40,7 +91,9 @@ local function dead_letter(job, events, dead, idem, id, now, reason, err, ttl_ms
   redis.call('HSET', job, 'error', err, 'dead_reason', reason)
   finish(job, events, 'failed', now, cjson.encode(err), ttl_ms, maxlen)
   redis.call('ZADD', dead, int(now), id)
-  redis.call('ZREMRANGEBYSCORE', dead, '-inf', '(' .. int(now - ttl_ms))
+  if ttl_ms > 0 then
+    redis.call('ZREMRANGEBYSCORE', dead, '-inf', '(' .. int(now - ttl_ms))
+  end
   release_key(idem, id)
   redis.call('PUBLISH', channel, cjson.encode({
     id = id, reason = reason, error = err, died_at = now,

@@ -35,6 +35,7 @@ if redis.call('HGET', job, 'out') == '1' then
   restart_stream(events, ARGV[4])
 end
 redis.call('HINCRBY', job, 'attempt', 1)
+reindex(job, 'active')
 redis.call('HSET', job, 'status', 'active', 'token', token, 'started_at', int(now),
   'updated_at', int(now), 'lease_until', int(lease_until), 'out', 0, 'eseq', 0)
 return {0, redis.call('HGETALL', job)}

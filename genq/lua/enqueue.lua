@@ -39,6 +39,7 @@ if status then
   if status ~= 'completed' and status ~= 'failed' and status ~= 'cancelled' then
     return {2, id}
   end
+  reindex(job, nil)
   redis.call('DEL', job, events)
   redis.call('ZREM', dead, id)
 end
@@ -58,6 +59,7 @@ redis.call('HSET', job,
   'created_at', int(now), 'updated_at', int(now), 'run_at', int(now + delay),
   'idempotency_key', ARGV[7], 'idem_ttl', ARGV[8], 'cancel_requested', 0, 'out', 0, 'eseq', 0,
   'tenant', tenant)
+index_add(tag_of(job), tenant, status_now, int(now), id)
 
 if delay > 0 then
   redis.call('ZADD', scheduled, int(now + delay), id)

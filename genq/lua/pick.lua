@@ -21,7 +21,24 @@ local ready, scheduled, leases, rank_hash, cooldown, dead =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local now = now_ms()
 
-redis.call('ZREMRANGEBYSCORE', dead, '-inf', '(' .. int(now - tonumber(ARGV[3])))
+if tonumber(ARGV[3]) > 0 then
+  redis.call('ZREMRANGEBYSCORE', dead, '-inf', '(' .. int(now - tonumber(ARGV[3])))
+end
+
+-- Finished jobs whose records expired leave the job index.
+local tag = tag_of(ready)
+local gone = redis.call('ZRANGEBYSCORE', tag .. ':ix:expiry', '-inf', int(now), 'LIMIT', 0, 200)
+for _, entry in ipairs(gone) do
+  local a = string.find(entry, '\0', 1, true)
+  local b = string.find(entry, '\0', a + 1, true)
+  local status, tenant, id = string.sub(entry, 1, a - 1), string.sub(entry, a + 1, b - 1),
+    string.sub(entry, b + 1)
+  redis.call('ZREM', tag .. ':ix:' .. status, id)
+  redis.call('ZREM', tag .. ':ix:t:' .. tenant .. ':' .. status, id)
+end
+if #gone > 0 then
+  redis.call('ZREM', tag .. ':ix:expiry', unpack(gone))
+end
 
 local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', int(now), 'LIMIT', 0, 20)
 
@@ -33,6 +50,9 @@ for _, id in ipairs(due) do
   if entry then
     local rank, tenant = parse_scheduled(entry)
     make_ready(ready, id, rank, tenant)
+    local job = tag .. ':job:' .. id
+    reindex(job, 'waiting')
+    redis.call('HSET', job, 'status', 'waiting')
   end
 end
 

@@ -12,6 +12,7 @@ if redis.call('ZREM', dead, ARGV[1]) == 0 then
   return 0
 end
 if redis.call('HGET', job, 'status') == 'failed' then
+  reindex(job, nil)
   redis.call('DEL', job, events)
 end
 return 1

@@ -52,6 +52,7 @@ if status == 'active' then
 elseif status ~= 'waiting' and status ~= 'scheduled' then
   return {0}
 end
+reindex(job, 'waiting')
 redis.call('HSET', job, 'status', 'waiting', 'updated_at', int(now))
 make_ready(ready, id, state[6], state[7] or '')
 ring_doorbell(signal)

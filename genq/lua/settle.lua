@@ -44,9 +44,12 @@ end
 
 if outcome == 'complete' then
   local keep = math.max(result_ttl, tonumber(state[7]))
+  if result_ttl == 0 or tonumber(state[7]) == 0 then
+    keep = 0  -- kept forever (a key kept forever keeps its job too)
+  end
   redis.call('HSET', job, 'result', data, 'progress', 1)
   finish(job, events, 'completed', now, data, keep, maxlen)
-  if redis.call('GET', idem) == id then
+  if redis.call('GET', idem) == id and tonumber(state[7]) > 0 then
     redis.call('PEXPIRE', idem, tonumber(state[7]))
   end
   return {0, 'completed'}
@@ -54,6 +57,7 @@ end
 
 if outcome == 'release' then
   redis.call('HINCRBY', job, 'attempt', -1)
+  reindex(job, 'waiting')
   redis.call('HSET', job, 'status', 'waiting', 'updated_at', int(now))
   make_ready(ready, id, state[6], tenant or '')
   ring_doorbell(signal)
@@ -62,6 +66,7 @@ end
 
 if outcome == 'retry' and tonumber(state[4]) < tonumber(state[5]) then
   local run_at = now + tonumber(ARGV[5])
+  reindex(job, 'scheduled')
   redis.call('HSET', job, 'status', 'scheduled', 'error', data, 'run_at', int(run_at),
     'updated_at', int(now))
   redis.call('ZADD', scheduled, int(run_at), id)

@@ -22,6 +22,9 @@
 7. **Fair-share books balance**: the ready set is exactly the union of the tenants' ready sets
    (each job in its own tenant's); a tenant takes turns or is parked, not both, exactly when it
    has runnable jobs; each tenant's running count is the number of its jobs in the lease set.
+8. **The job index agrees with the records**: each job is listed under its record's status, for
+   the queue and for its tenant, and nowhere else; an entry without a record is one whose
+   record expired and that waits in the expiry set for the next pick to drop it.
 """
 
 from __future__ import annotations
@@ -144,6 +147,7 @@ async def check_invariants(
 
     problems += await _check_sets(queue, audit)
     problems += await check_fair_share(queue)
+    problems += await check_index(queue)
     problems += await _check_keys(queue, audit)
     if retention is not None and not problems:
         problems += await _check_retention(queue, audit, retention)
@@ -342,6 +346,41 @@ async def check_fair_share(queue: Queue) -> list[str]:
         strays = [_s(j) for j, o in zip(rows, owners, strict=True) if _s(o) != tenant]
         if strays:
             problems.append(f"tenant {tenant!r}'s ready set holds other tenants' jobs {strays}")
+    return problems
+
+
+async def check_index(queue: Queue) -> list[str]:
+    """Invariant 8 (module docstring), over every job of the queue."""
+    problems = []
+    redis, k = queue.redis, queue.keys
+    index_keys = [key for key in await _scan(queue) if ":ix:" in key and key != k.index_expiry]
+    async with redis.pipeline(transaction=False) as pipe:
+        for key in index_keys:
+            pipe.zrange(key, 0, -1)
+        pipe.zrange(k.index_expiry, 0, -1)
+        *members, expiring = await pipe.execute()
+    expiring_ids = {_s(e).split("\0", 2)[2] for e in expiring}
+    listed: dict[str, set[str]] = {}
+    for key, ids in zip(index_keys, members, strict=True):
+        for job_id in ids:
+            listed.setdefault(_s(job_id), set()).add(key)
+    record_prefix = k.job("")
+    keys = await _scan(queue)
+    job_ids = [key[len(record_prefix) :] for key in keys if key.startswith(record_prefix)]
+    async with redis.pipeline(transaction=False) as pipe:
+        for job_id in job_ids:
+            pipe.hmget(k.job(job_id), "status", "tenant")
+        states = await pipe.execute()
+    for job_id, (status, tenant) in zip(job_ids, states, strict=True):
+        if status is None:
+            continue  # expired between the scan and the read
+        want = {k.index(_s(status)), k.index(_s(status), _s(tenant or b""))}
+        got = listed.pop(job_id, set())
+        if got != want:
+            problems.append(f"job {job_id} ({_s(status)}) is listed in {got}, not {want}")
+    for job_id, keys in listed.items():
+        if job_id not in expiring_ids:
+            problems.append(f"index {keys} lists job {job_id} that has no record")
     return problems
 
 

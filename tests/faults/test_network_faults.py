@@ -185,7 +185,7 @@ async def lossy(proxy: Proxy, clients, prefix: str) -> Lossy:
         Queue(clients(direct_url(proxy)), prefix, **options),
     )
     # Load every script first: a NOSCRIPT round trip would otherwise come before the match.
-    for name in ("enqueue", "activate", "emit", "settle", "cancel", "pick", "retry_dead"):
+    for name in ("enqueue", "activate", "emit", "settle", "cancel", "pick", "retry"):
         await proxied.script_load(getattr(lossy.queue.scripts, name).script)
     return lossy
 
@@ -355,7 +355,7 @@ async def test_lost_retry_dead_reply_requeues_once(lossy: Lossy) -> None:
     job = await lossy.direct.enqueue({}, idempotency_key="revive")
     async with lossy.direct.worker(handler, concurrency=1):
         await eventually(lambda: is_finished(lossy.direct, job.id), 10)
-        armed = lossy.drop("retry_dead")
+        armed = lossy.drop("retry")
         await lossy.queue.retry_dead(job.id)  # its answer is wrong: see docs/KNOWN_LIMITS.md
         await lossy.assert_dropped(armed)
         result = await lossy.direct.wait(job.id, timeout=10)

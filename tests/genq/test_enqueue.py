@@ -135,7 +135,8 @@ async def test_enqueue_rerun_of_same_call_does_not_duplicate(queue):
         {"idempotency_key": ""},
         {"job_id": "a{b}"},
         {"job_id": ""},
-        {"idempotency_ttl": 0},
+        {"idempotency_ttl": -1},
+        {"tenant": "a{b}"},
     ],
 )
 async def test_enqueue_rejects_bad_input_and_writes_nothing(queue, kwargs):

@@ -1,22 +1,24 @@
 #!lua
 --[[
-Retry dead: puts a dead-lettered job back in the ready set with a fresh attempt count. The
-failed attempt's output is dropped and `restarted` is written, so a watcher neither stops on the
-stale `failed` event nor keeps the failed text. The job's idempotency key is bound again unless
-another job took it meanwhile.
+Retry: puts a finished job back in line with a fresh attempt count: a dead-lettered (failed)
+one, or, when allowed, a cancelled one. The old output is dropped and `restarted` is written, so
+a watcher neither stops on the stale terminal event nor keeps the old text. The job's id stays;
+its idempotency key is bound again unless another job took it meanwhile.
 
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] dead set   KEYS[4] ready set
 KEYS[5] idempotency key (placeholder if none)   KEYS[6] doorbell list
 ARGV[1] job id   ARGV[2] stream max length   ARGV[3] the job's idempotency key as read by the caller
-Returns {1} when requeued, {0} when the job is not dead-lettered, {6} when the record changed
-under the caller (read it again).
+ARGV[4] '1' to retry a cancelled job too ('0': dead letters only)
+Returns {1} when requeued, {0} when the job is not one that may be retried, {6} when the record
+changed under the caller (read it again).
 Events: restarted.
 ]]
 local job, events, dead, ready, idem, signal = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]
 
 local state = redis.call('HMGET', job, 'status', 'idempotency_key', 'rank', 'tenant')
-if not redis.call('ZSCORE', dead, id) or state[1] ~= 'failed' then
+local dead_letter = state[1] == 'failed' and redis.call('ZSCORE', dead, id)
+if not (dead_letter or (state[1] == 'cancelled' and ARGV[4] == '1')) then
   return {0}
 end
 if state[2] ~= ARGV[3] then
@@ -26,6 +28,7 @@ local now = now_ms()
 redis.call('ZREM', dead, id)
 redis.call('PERSIST', job)
 redis.call('PERSIST', events)
+reindex(job, 'waiting')
 redis.call('HSET', job, 'status', 'waiting', 'attempt', 0, 'token', '', 'dead_reason', '',
   'finished_at', '', 'cancel_requested', 0, 'progress', '', 'out', 0, 'eseq', 0,
   'updated_at', int(now))
