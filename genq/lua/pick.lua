@@ -82,23 +82,50 @@ local running, passes = ready .. ':running', ready .. ':passes'
 local until_ms = int(now + tonumber(ARGV[2]))
 local served
 while #claimed < n do
-  local head = redis.call('ZRANGE', turns, 0, 0, 'WITHSCORES')
+  local head = redis.call('ZRANGE', turns, 0, 1, 'WITHSCORES')
   if not head[1] then break end
   local tenant, pass = head[1], tonumber(head[2])
   served = pass
   local own = tenant_ready(ready, tenant)
-  if cap > 0 and tonumber(redis.call('HGET', running, tenant) or '0') >= cap then
+  local held = 0
+  if cap > 0 then
+    held = tonumber(redis.call('HGET', running, tenant) or '0')
+  end
+  if cap > 0 and held >= cap then
     redis.call('ZREM', turns, tenant)
     redis.call('ZADD', parked, int(pass), tenant)
   else
-    local id = redis.call('ZPOPMIN', own)[1]
-    if id then
-      redis.call('ZREM', ready, id)
-      redis.call('ZADD', leases, until_ms, id)
-      redis.call('HINCRBY', running, tenant, 1)
-      claimed[#claimed + 1] = id
+    -- Claims, in one go, the jobs this tenant gets before the next tenant's turn comes (the
+    -- lowest pass, ties by name): the same jobs one claim at a time would give.
+    local stride = math.floor(STRIDE / (tonumber(weights[tenant]) or 1))
+    local take = n - #claimed
+    if cap > 0 then
+      take = math.min(take, cap - held)
     end
-    local after = int(pass + math.floor(STRIDE / (tonumber(weights[tenant]) or 1)))
+    if head[3] then
+      local gap = tonumber(head[4]) - pass
+      local turns_before = math.floor(gap / stride)
+      if turns_before * stride ~= gap or tenant < head[3] then
+        turns_before = turns_before + 1
+      end
+      take = math.min(take, math.max(turns_before, 1))
+    end
+    local popped = redis.call('ZPOPMIN', own, take)
+    local ids, scored = {}, {}
+    for i = 1, #popped, 2 do
+      ids[#ids + 1] = popped[i]
+      scored[#scored + 1] = until_ms
+      scored[#scored + 1] = popped[i]
+      claimed[#claimed + 1] = popped[i]
+    end
+    if #ids > 0 then
+      redis.call('ZREM', ready, unpack(ids))
+      redis.call('ZADD', leases, unpack(scored))
+      redis.call('HINCRBY', running, tenant, #ids)
+    end
+    local served_count = math.max(#ids, 1)
+    served = pass + (served_count - 1) * stride
+    local after = int(pass + served_count * stride)
     if redis.call('EXISTS', own) == 1 then
       redis.call('ZADD', turns, after, tenant)
     else
