@@ -75,6 +75,7 @@ def enqueue_call(queue: QueueBase, item: EnqueueItem) -> Call:
         k.signal,
         k.seq,
         k.idempotency(key or ""),
+        *k.books,
     ]
     args = [
         job_id,

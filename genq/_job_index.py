@@ -1,10 +1,11 @@
 """Job listings, read from the job index the scripts keep (``genq/lua/_lib.lua``).
 
-The index holds one sorted set per status, for the queue and for each tenant, scored by the
-millisecond the job was created. A listing runs newest first and pages by position (the
-``"<ms>:<job id>"`` cursor dead-letter listings use), so paging while jobs come, go and change
-status never repeats a job and never skips one that kept its status all along. Without a status
-the listing merges the six sets' pages.
+The index is two sorted sets read by lexical range (``Keys.index``: ``<status>\\0<created
+ms>\\0<id>``; ``Keys.tenant_index``: the same behind ``<tenant>\\0``), so one status, or one
+tenant's status, is one range in creation order. A listing runs newest first and pages by
+position (the ``"<ms>:<job id>"`` cursor dead-letter listings use), so paging while jobs come,
+go and change status never repeats a job and never skips one that kept its status all along.
+Without a status the listing merges the six ranges' pages.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._dead_letters import Row, format_cursor, parse_cursor, rows_after
+from ._dead_letters import format_cursor, parse_cursor
 from ._queue_base import QueueBase
-from .events import text
 from .job import Job
 from .keys import check_tenant
 from .status import JobStatus
@@ -44,6 +44,22 @@ def statuses_for(status: str | None) -> tuple[str, ...]:
     return (status,)
 
 
+def _prefix(status: str, tenant: str | None) -> bytes:
+    """The index entries of one status (and tenant) all start with this."""
+    head = f"{status}\0" if tenant is None else f"{tenant}\0{status}\0"
+    return head.encode()
+
+
+def _entry_position(entry: bytes) -> tuple[int, str]:
+    """``...<status>\\0<created ms>\\0<id>`` -> (created ms, id)."""
+    *_, created, job_id = entry.split(b"\0")  # neither tenants nor ids contain a NUL
+    return int(created), job_id.decode()
+
+
+def _created(ms: int) -> bytes:
+    return b"%015d" % ms
+
+
 async def list_jobs(
     queue: QueueBase,
     status: str | None = None,
@@ -56,47 +72,39 @@ async def list_jobs(
         raise ValueError(f"limit must be from 1 to {MAX_LIMIT}")
     if tenant is not None:
         check_tenant(tenant)
-    keys = [queue.keys.index(s, tenant) for s in statuses_for(status)]
+    key = queue.keys.index if tenant is None else queue.keys.tenant_index
     position = parse_cursor(cursor) if cursor is not None else None
     async with queue.redis.pipeline(transaction=False) as pipe:
-        for key in keys:
+        for listed in statuses_for(status):
+            prefix = _prefix(listed, tenant)
             if position is None:
-                pipe.zrevrangebyscore(key, "+inf", "-inf", start=0, num=limit + 1, withscores=True)
+                top = b"(" + prefix[:-1] + b"\1"
             else:
-                created, _ = position
-                pipe.zrevrangebyscore(key, created, created, withscores=True)
-                pipe.zrevrangebyscore(
-                    key, f"({created}", "-inf", start=0, num=limit + 1, withscores=True
-                )
+                top = b"(" + prefix + _created(position[0]) + b"\0" + position[1].encode()
+            pipe.zrevrangebylex(key, top, b"[" + prefix, start=0, num=limit + 1)
         replies = await pipe.execute()
-    rows: list[Row] = []
-    if position is None:
-        for reply in replies:
-            rows += reply
-    else:
-        for ties, older in zip(replies[::2], replies[1::2], strict=True):
-            rows += rows_after(ties, older, position[1])
-    rows.sort(key=_newest_first, reverse=True)
+    rows = sorted(
+        (_entry_position(entry) for reply in replies for entry in reply),
+        key=lambda row: (row[0], row[1].encode()),
+        reverse=True,
+    )
     page = rows[:limit]
-    jobs = await read_jobs(queue, [text(member) for member, _ in page])
+    jobs = await read_jobs(queue, [job_id for _, job_id in page])
     more = len(rows) > limit
-    return JobPage(jobs, format_cursor(page[-1]) if more else None)
+    return JobPage(jobs, format_cursor((page[-1][1], page[-1][0])) if more else None)
 
 
 async def count_jobs(queue: QueueBase, tenant: str | None = None) -> dict[str, int]:
     """See :meth:`genq.Queue.job_counts`."""
     if tenant is not None:
         check_tenant(tenant)
+    key = queue.keys.index if tenant is None else queue.keys.tenant_index
     async with queue.redis.pipeline(transaction=False) as pipe:
         for status in LISTED:
-            pipe.zcard(queue.keys.index(status, tenant))
+            prefix = _prefix(status, tenant)
+            pipe.zlexcount(key, b"[" + prefix, b"(" + prefix[:-1] + b"\1")
         counts = await pipe.execute()
     return dict(zip(LISTED, (int(n) for n in counts), strict=True))
-
-
-def _newest_first(row: Row) -> tuple[float, bytes]:
-    """The order of ``ZREVRANGEBYSCORE`` across several sets: score, then member bytes."""
-    return row[1], text(row[0]).encode()
 
 
 async def read_jobs(queue: QueueBase, ids: list[str]) -> list[Job]:

@@ -122,7 +122,7 @@ class QueueBase:
     def pick_call(self, count: int, claim: float) -> Call:
         """``pick.lua``'s keys and arguments: claim up to ``count`` jobs for ``claim`` seconds."""
         k = self.keys
-        keys = [k.ready, k.scheduled, k.leases, k.rank, k.cooldown, k.dead]
+        keys = [k.ready, k.scheduled, k.leases, k.rank, k.cooldown, k.dead, *k.books]
         args = [count, ms(claim), ms(self.dead_ttl), self.tenant_concurrency, self.weights_arg]
         return keys, args
 

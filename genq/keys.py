@@ -19,8 +19,14 @@ def check_prefix(prefix: str) -> str:
 
 
 def check_tenant(tenant: str) -> str:
-    """A tenant name: '' (the default tenant) or up to 200 characters without braces."""
-    if not isinstance(tenant, str) or len(tenant) > 200 or _FORBIDDEN & set(tenant):
+    """A tenant name: '' (the default tenant) or up to 200 characters, no braces and no control
+    characters (the scripts separate a tenant from what follows it with a NUL)."""
+    if (
+        not isinstance(tenant, str)
+        or len(tenant) > 200
+        or _FORBIDDEN & set(tenant)
+        or any(c < " " for c in tenant)
+    ):
         raise ValueError(f"invalid tenant {tenant!r}: up to 200 characters, no braces")
     return tenant
 
@@ -41,41 +47,64 @@ class Keys:
 
     @cached_property
     def ready(self) -> str:
-        """zset: every runnable job, scored priority-major then FIFO (the waiting-job index).
-
-        The fair-share keys below are named after this one: the scripts build their names from
-        it (``genq/lua/_lib.lua``), so the two spellings must agree.
-        """
+        """zset: every runnable job, scored priority-major then FIFO (counts, oldest wait)."""
         return f"{self.tag}:ready"
 
-    def tenant_ready(self, tenant: str) -> str:
-        """zset: one tenant's runnable jobs, scored as in ``ready``."""
-        return f"{self.ready}:t:{tenant}"
+    @cached_property
+    def lines(self) -> str:
+        """zset, scores 0: ``<tenant>\\0<rank, 16 digits>\\0<id>`` per runnable job: each
+        tenant's line is one lexical range, in rank order."""
+        return f"{self.tag}:lines"
 
     @cached_property
     def turns(self) -> str:
         """zset: tenants with runnable jobs under their cap, scored by pass (lowest served next)."""
-        return f"{self.ready}:turns"
+        return f"{self.tag}:turns"
 
     @cached_property
     def parked(self) -> str:
         """zset: tenants with runnable jobs that hold as many leases as the cap, scored by pass."""
-        return f"{self.ready}:parked"
+        return f"{self.tag}:parked"
 
     @cached_property
     def passes(self) -> str:
         """hash: tenant -> pass, for tenants with no runnable job (kept for when they return)."""
-        return f"{self.ready}:passes"
+        return f"{self.tag}:passes"
 
     @cached_property
     def running(self) -> str:
         """hash: tenant -> jobs it holds in the lease set (claimed or running)."""
-        return f"{self.ready}:running"
+        return f"{self.tag}:running"
 
     @cached_property
     def vtime(self) -> str:
         """string: the pass last served; a tenant that joins starts no earlier."""
-        return f"{self.ready}:vtime"
+        return f"{self.tag}:vtime"
+
+    @cached_property
+    def index(self) -> str:
+        """zset, scores 0: ``<status>\\0<created ms, 15 digits>\\0<id>`` per job (the job index)."""
+        return f"{self.tag}:index"
+
+    @cached_property
+    def tenant_index(self) -> str:
+        """zset, scores 0: ``<tenant>\\0<status>\\0<created ms>\\0<id>`` per job."""
+        return f"{self.tag}:tindex"
+
+    @cached_property
+    def index_expiry(self) -> str:
+        """zset: ``<status>\\0<tenant>\\0<created ms>\\0<id>`` of finished jobs whose records
+        expire, scored by that expiry: ``pick.lua`` drops their index entries when due."""
+        return f"{self.tag}:ixexpiry"
+
+    @cached_property
+    def books(self) -> tuple[str, ...]:
+        """The keys every state-changing script keeps in step with the job (fair share and job
+        index), passed as its last KEYS in this order (``books_at`` in ``_lib.lua``)."""
+        return (
+            self.lines, self.turns, self.parked, self.passes, self.running, self.vtime,
+            self.index, self.tenant_index, self.index_expiry,
+        )  # fmt: skip
 
     @cached_property
     def scheduled(self) -> str:
@@ -94,7 +123,7 @@ class Keys:
 
     @cached_property
     def rank(self) -> str:
-        """hash: job id -> "<ready-set score>:<tenant>", for jobs in the scheduled set."""
+        """hash: job id -> ``<ready-set score>:<tenant>``, for jobs in the scheduled set."""
         return f"{self.tag}:rank"
 
     @cached_property
@@ -121,17 +150,6 @@ class Keys:
     def dead_letters(self) -> str:
         """pub/sub channel: a JSON notice for every job that dead-letters."""
         return f"{self.tag}:deadletters"
-
-    def index(self, status: str, tenant: str | None = None) -> str:
-        """zset: the jobs in ``status`` (of ``tenant``, or all), scored by creation time (ms)."""
-        if tenant is None:
-            return f"{self.tag}:ix:{status}"
-        return f"{self.tag}:ix:t:{tenant}:{status}"
-
-    @cached_property
-    def index_expiry(self) -> str:
-        """zset: "<status>\\0<tenant>\\0<id>" of finished jobs, scored by their record's expiry."""
-        return f"{self.tag}:ix:expiry"
 
     def job(self, job_id: str) -> str:
         """hash: the job record."""

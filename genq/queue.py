@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ._calls import cancel_call, delete_call, purge_dead_call, retry_call
 from ._dead_letters import DeadEntry, DeadPage, format_cursor, parse_cursor, rows_after
 from ._enqueue import Enqueued, EnqueueItem, enqueue_batch, enqueue_call, enqueued
 from ._job_index import JobPage, count_jobs, list_jobs
@@ -228,15 +229,9 @@ class Queue(QueueBase):
 
     async def cancel(self, job_id: str) -> bool:
         """Cancels a job. True if the job will not produce a result (now, or ever)."""
-        k = self.keys
         reply = await self.run_keyed(
-            job_id,
-            lambda idem: self.scripts.cancel(
-                keys=[k.job(job_id), k.events(job_id), k.ready, k.scheduled, k.leases, k.rank,
-                      k.idempotency(idem)],
-                args=[job_id, ms(self.result_ttl), self.events_max_len, k.cancels, idem],
-            ),
-        )  # fmt: skip
+            job_id, lambda idem: self.scripts.cancel(*cancel_call(self, job_id, idem))
+        )
         return bool(reply[0] == 1)
 
     async def cooldown(self, seconds: float) -> float:
@@ -321,28 +316,18 @@ class Queue(QueueBase):
         return await self._retry(job_id, cancelled_too=True)
 
     async def _retry(self, job_id: str, cancelled_too: bool) -> bool:
-        k = self.keys
         reply = await self.run_keyed(
             job_id,
-            lambda idem: self.scripts.retry(
-                keys=[k.job(job_id), k.events(job_id), k.dead, k.ready, k.idempotency(idem),
-                      k.signal],
-                args=[job_id, self.events_max_len, idem, int(cancelled_too)],
-            ),
-        )  # fmt: skip
+            lambda idem: self.scripts.retry(*retry_call(self, job_id, idem, cancelled_too)),
+        )
         return bool(reply[0] == 1)
 
     async def delete(self, job_id: str) -> bool:
         """Deletes a finished job for good (record, output, listing entries, its idempotency
         key). False when there is no such job; :class:`JobNotFinishedError` when it has not
         finished (cancel it first)."""
-        k = self.keys
         reply = await self.run_keyed(
-            job_id,
-            lambda idem: self.scripts.delete(
-                keys=[k.job(job_id), k.events(job_id), k.dead, k.idempotency(idem)],
-                args=[job_id, idem],
-            ),
+            job_id, lambda idem: self.scripts.delete(*delete_call(self, job_id, idem))
         )
         if reply[0] == Code.EXISTS:
             raise JobNotFinishedError(job_id)
@@ -350,13 +335,12 @@ class Queue(QueueBase):
 
     async def purge_dead(self, ids: list[str] | None = None) -> int:
         """Deletes dead-lettered jobs for good (all of them when ``ids`` is None)."""
-        k = self.keys
         purged = 0
         while True:
             batch = ids if ids is not None else await self.dead(count=500)
             if not batch:
                 return purged
-            calls = [([k.job(job_id), k.events(job_id), k.dead], [job_id]) for job_id in batch]
+            calls = [purge_dead_call(self, job_id) for job_id in batch]
             replies = await run_pipelined(self.redis, self.scripts.purge_dead, calls)
             purged += sum(int(n) for n in replies)
             if ids is not None:

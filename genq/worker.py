@@ -18,7 +18,8 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
-from ._queue_base import QueueBase, ms, safe_block
+from ._calls import activate_call, reclaim_call, settle_call
+from ._queue_base import QueueBase, safe_block
 from .active_job import ActiveJob, record_fields
 from .cancellation import raise_if_cancelled
 from .cluster import open_pubsub, run_pipelined
@@ -205,15 +206,8 @@ class Worker:
         return [text(i) for i in claimed], [text(i) for i in expired], int(wait_ms)
 
     async def _activate(self, ids: list[str]) -> None:
-        k = self.queue.keys
         tokens = {job_id: uuid.uuid4().hex for job_id in ids}
-        calls = [
-            (
-                [k.job(job_id), k.events(job_id), k.leases],
-                [job_id, tokens[job_id], ms(self.lease), self.queue.events_max_len],
-            )
-            for job_id in ids
-        ]
+        calls = [activate_call(self.queue, job_id, tokens[job_id], self.lease) for job_id in ids]
         replies = await with_retry(
             lambda: run_pipelined(self.queue.redis, self.queue.scripts.activate, calls),
             within=CLAIM_SECONDS,
@@ -229,13 +223,7 @@ class Worker:
                 log.warning("reclaimed job %s (lease expired) -> %s", job_id, text(reply[1]))
 
     async def _reclaim_one(self, job_id: str, idem: str) -> list[Any]:
-        q, k = self.queue, self.queue.keys
-        reply: list[Any] = await q.scripts.reclaim(
-            keys=[k.job(job_id), k.events(job_id), k.leases, k.ready, k.dead,
-                  k.idempotency(idem), k.signal],
-            args=[job_id, ms(q.result_ttl), ms(q.dead_ttl), q.events_max_len, idem,
-                  k.dead_letters],
-        )  # fmt: skip
+        reply: list[Any] = await self.queue.scripts.reclaim(*reclaim_call(self.queue, job_id, idem))
         return reply
 
     # -- running ---------------------------------------------------------------------------------
@@ -333,16 +321,12 @@ class Worker:
             log.exception("on_error raised for job %s", job.id)
 
     async def _settle(self, job: ActiveJob, outcome: _Outcome) -> None:
-        q, k = self.queue, self.queue.keys
-        keys = [
-            k.job(job.id), k.events(job.id), k.leases, k.scheduled, k.ready, k.dead, k.rank,
-            k.idempotency(job.idempotency_key or ""), k.signal,
-        ]  # fmt: skip
-        args: list[str | int] = [
-            job.id, job.token, outcome.kind, outcome.data, ms(outcome.delay), outcome.reason,
-            ms(q.result_ttl), ms(q.dead_ttl), q.events_max_len, k.dead_letters,
-        ]  # fmt: skip
-        reply = await with_retry(lambda: q.scripts.settle(keys=keys, args=args), within=self.lease)
+        q = self.queue
+        call = settle_call(
+            q, job.id, job.token, job.idempotency_key or "", outcome.kind, outcome.data,
+            outcome.delay, outcome.reason,
+        )  # fmt: skip
+        reply = await with_retry(lambda: q.scripts.settle(*call), within=self.lease)
         if int(reply[0]) == Code.LEASE_LOST:
             raise JobLeaseLostError(job.id)
 

@@ -27,69 +27,99 @@ local function release_key(idem, id)
   end
 end
 
---[[ Job index. Every job is listed under its status twice, for the queue ({P}:ix:<status>) and
-for its tenant ({P}:ix:t:<tenant>:<status>), scored by the millisecond it was created, so a
-listing pages newest first by a position that does not move while the job keeps its status.
-The script that changes a job's status moves it (reindex, called before the status is
-written). A finished job's entries leave with its record: finish() files them in
-{P}:ix:expiry under the record's expiry, and pick.lua drops the due ones. ]]
+--[[ The books: the keys every state change keeps in step with the job, passed by each script
+as its last nine KEYS, in the order of genq/keys.py's Keys.books (books_at builds the table):
+  lines     zset, all scores 0: "<tenant>\0<rank, 16 digits>\0<id>" per runnable job, so one
+            tenant's jobs are one lexical range, in rank order (its line)
+  turns     zset: tenants with runnable jobs under their cap, by pass (lowest served next)
+  parked    zset: tenants with runnable jobs at their cap, by pass
+  passes    hash: tenant -> pass, for tenants with nothing runnable
+  running   hash: tenant -> leases held (claimed or running)
+  vtime     string: the pass last served
+  index     zset, scores 0: "<status>\0<created ms, 15 digits>\0<id>" per job (the job index)
+  tindex    zset, scores 0: "<tenant>\0<status>\0<created ms>\0<id>" per job
+  expiry    zset: "<status>\0<tenant>\0<created ms>\0<id>" per finished job that expires, by
+            its record's expiry
+Tenants and ids never contain a NUL, and tenants no character below a space, so a prefix
+range picks out exactly one tenant or status. ]]
+
+local function books_at(i)
+  return {
+    lines = KEYS[i], turns = KEYS[i + 1], parked = KEYS[i + 2], passes = KEYS[i + 3],
+    running = KEYS[i + 4], vtime = KEYS[i + 5], index = KEYS[i + 6], tindex = KEYS[i + 7],
+    expiry = KEYS[i + 8],
+  }
+end
+
+local function pad(n, width)
+  return string.format('%0' .. width .. '.0f', tonumber(n))
+end
+
+--[[ Job index. Every job is listed under its status, for the queue (index) and for its tenant
+(tindex), ordered by the millisecond it was created, so a listing pages newest first by a
+position that does not move while the job keeps its status. The script that changes a job's
+status moves it (reindex, called before the status is written). A finished job's entries leave
+with its record: finish() files them in expiry under the record's expiry, and pick.lua drops
+the due ones. ]]
 
 local FINISHED = {completed = true, failed = true, cancelled = true}
 
--- The hash tag every key of a queue starts with ("{P}").
-local function tag_of(key)
-  return string.match(key, '^({.-})')
+local function index_add(B, tenant, status, created, id)
+  local entry = status .. '\0' .. pad(created, 15) .. '\0' .. id
+  redis.call('ZADD', B.index, 0, entry)
+  redis.call('ZADD', B.tindex, 0, tenant .. '\0' .. entry)
 end
 
-local function index_add(tag, tenant, status, created, id)
-  redis.call('ZADD', tag .. ':ix:' .. status, created, id)
-  redis.call('ZADD', tag .. ':ix:t:' .. tenant .. ':' .. status, created, id)
+local function index_drop(B, tenant, status, created, id)
+  local entry = status .. '\0' .. pad(created, 15) .. '\0' .. id
+  redis.call('ZREM', B.index, entry)
+  redis.call('ZREM', B.tindex, tenant .. '\0' .. entry)
 end
 
--- An {P}:ix:expiry member: status, tenant and id, which neither of them contains a NUL in.
-local function expiry_entry(status, tenant, id)
-  return status .. '\0' .. tenant .. '\0' .. id
+local function expiry_entry(status, tenant, created, id)
+  return status .. '\0' .. tenant .. '\0' .. pad(created, 15) .. '\0' .. id
 end
 
--- Moves the job's index entries from its current status to `to` (none: out of the index).
--- Returns the job's tenant and id (nil when there is no record).
-local function reindex(job, to)
+-- Moves the job's index entries from its current status to `to` (nil: out of the index).
+-- Returns the record's tenant, creation time and id (nil when there is no record).
+local function reindex(B, job, to)
   local f = redis.call('HMGET', job, 'status', 'tenant', 'created_at', 'id')
-  local tag, tenant, id = tag_of(job), f[2] or '', f[4]
+  local tenant, created, id = f[2] or '', f[3], f[4]
   if not id then
-    return nil, nil
+    return nil
   end
   if f[1] then
-    redis.call('ZREM', tag .. ':ix:' .. f[1], id)
-    redis.call('ZREM', tag .. ':ix:t:' .. tenant .. ':' .. f[1], id)
+    index_drop(B, tenant, f[1], created, id)
     if FINISHED[f[1]] then
-      redis.call('ZREM', tag .. ':ix:expiry', expiry_entry(f[1], tenant, id))
+      redis.call('ZREM', B.expiry, expiry_entry(f[1], tenant, created, id))
     end
   end
   if to then
-    index_add(tag, tenant, to, f[3], id)
+    index_add(B, tenant, to, created, id)
   end
-  return tenant, id
+  return tenant, created, id
 end
 
 -- Stamps a terminal status, writes the terminal event and starts the retention clock (a ttl of
 -- 0 keeps the job forever).
-local function finish(job, events, status, now, data, ttl_ms, maxlen)
-  local tenant, id = reindex(job, status)
+local function finish(B, job, events, status, now, data, ttl_ms, maxlen)
+  local tenant, created, id = reindex(B, job, status)
   redis.call('HSET', job, 'status', status, 'finished_at', int(now), 'updated_at', int(now))
   append(events, maxlen, status, data)
   if ttl_ms > 0 then
     redis.call('PEXPIRE', job, ttl_ms)
     redis.call('PEXPIRE', events, ttl_ms)
-    redis.call('ZADD', tag_of(job) .. ':ix:expiry', int(now + ttl_ms),
-      expiry_entry(status, tenant, id))
+    if id then
+      redis.call('ZADD', B.expiry, int(now + ttl_ms), expiry_entry(status, tenant, created, id))
+    end
   end
 end
 
 -- Dead-letters a job and announces it on the dead-letters channel, for alerting.
-local function dead_letter(job, events, dead, idem, id, now, reason, err, ttl_ms, maxlen, channel)
+local function dead_letter(B, job, events, dead, idem, id, now, reason, err, ttl_ms, maxlen,
+  channel)
   redis.call('HSET', job, 'error', err, 'dead_reason', reason)
-  finish(job, events, 'failed', now, cjson.encode(err), ttl_ms, maxlen)
+  finish(B, job, events, 'failed', now, cjson.encode(err), ttl_ms, maxlen)
   redis.call('ZADD', dead, int(now), id)
   if ttl_ms > 0 then
     redis.call('ZREMRANGEBYSCORE', dead, '-inf', '(' .. int(now - ttl_ms))
@@ -107,62 +137,71 @@ local function ring_doorbell(signal)
   end
 end
 
-local function cancel_settle(job, events, idem, id, now, ttl_ms, maxlen)
-  finish(job, events, 'cancelled', now, 'null', ttl_ms, maxlen)
+local function cancel_settle(B, job, events, idem, id, now, ttl_ms, maxlen)
+  finish(B, job, events, 'cancelled', now, 'null', ttl_ms, maxlen)
   release_key(idem, id)
 end
 
---[[ Fair share. Every waiting job is in the queue's ready set (all waiting jobs, by rank) and in
-its tenant's ready set. A tenant with waiting jobs takes turns: it is in the turn set, scored by
-its pass (stride scheduling: each job it is served adds STRIDE / weight), or, while it holds as
-many leases as the per-tenant cap allows, in the parked set. The next job is the best-ranked
-one of the tenant with the lowest pass. A tenant that runs out of waiting jobs keeps its pass in
-the passes hash, and one that (re)joins starts at the pass last served (the virtual time) if
-that is later, so idling earns no credit and leaving does not forgive a debt (once no tenant
-waits at all, every tenant starts even again). The running hash
-counts each tenant's leases. These keys are named after the ready set's (genq/keys.py says how)
-and share its hash tag, so a script that is given the ready set can reach them. ]]
+--[[ Fair share. Every runnable job is in the queue's ready set (all runnable jobs, by rank: the
+counts and the oldest wait) and in its tenant's line (lines). A tenant with runnable jobs takes
+turns: it is in turns, scored by its pass (stride scheduling: each job it is served adds
+STRIDE / weight), or, while it holds as many leases as the per-tenant cap allows, in parked.
+The next job is the first in the line of the tenant with the lowest pass (ties by name). A
+tenant that runs out of runnable jobs keeps its pass in passes, and one that (re)joins starts
+at the pass last served (vtime) if that is later, so idling earns no credit and leaving does not
+forgive a debt (once no tenant waits at all, every tenant starts even again). running counts
+each tenant's leases. ]]
 
 local STRIDE = 1000000
 
-local function tenant_ready(ready, tenant)
-  return ready .. ':t:' .. tenant
+local function line_entry(tenant, rank, id)
+  return tenant .. '\0' .. pad(rank, 16) .. '\0' .. id
 end
 
-local function join_turns(ready, tenant)
-  local passes = ready .. ':passes'
-  local pass = tonumber(redis.call('GET', ready .. ':vtime') or '0')
-  local owed = redis.call('HGET', passes, tenant)
+-- The first `count` entries of a tenant's line.
+local function line_head(B, tenant, count)
+  return redis.call('ZRANGEBYLEX', B.lines, '[' .. tenant .. '\0', '(' .. tenant .. '\1',
+    'LIMIT', 0, count)
+end
+
+-- The job id of a line entry (what follows its second NUL).
+local function line_id(entry)
+  local a = string.find(entry, '\0', 1, true)
+  return string.sub(entry, string.find(entry, '\0', a + 1, true) + 1)
+end
+
+local function join_turns(B, tenant)
+  local pass = tonumber(redis.call('GET', B.vtime) or '0')
+  local owed = redis.call('HGET', B.passes, tenant)
   if owed then
-    redis.call('HDEL', passes, tenant)
+    redis.call('HDEL', B.passes, tenant)
     pass = math.max(pass, tonumber(owed))
   end
-  redis.call('ZADD', ready .. ':turns', int(pass), tenant)
+  redis.call('ZADD', B.turns, int(pass), tenant)
 end
 
--- Makes a job runnable: into the ready set and its tenant's (a tenant with no other waiting
--- job joins the turns).
-local function make_ready(ready, id, rank, tenant)
+-- Makes a job runnable: into the ready set and its tenant's line (a tenant with no other
+-- runnable job joins the turns).
+local function make_ready(B, ready, id, rank, tenant)
   redis.call('ZADD', ready, rank, id)
-  local own = tenant_ready(ready, tenant)
-  redis.call('ZADD', own, rank, id)
-  if redis.call('ZCARD', own) == 1 then
-    join_turns(ready, tenant)
+  local waiting = redis.call('ZSCORE', B.turns, tenant) or redis.call('ZSCORE', B.parked, tenant)
+  redis.call('ZADD', B.lines, 0, line_entry(tenant, rank, id))
+  if not waiting then
+    join_turns(B, tenant)
   end
 end
 
--- Takes a waiting job out of the ready sets (a tenant left with none leaves the turns, keeping
--- its pass).
-local function leave_ready(ready, id, tenant)
+-- Takes a runnable job out of the ready set and its line (a tenant left with none leaves the
+-- turns, keeping its pass).
+local function leave_ready(B, ready, id, rank, tenant)
   redis.call('ZREM', ready, id)
-  local own = tenant_ready(ready, tenant)
-  if redis.call('ZREM', own, id) == 1 and redis.call('EXISTS', own) == 0 then
-    local pass = redis.call('ZSCORE', ready .. ':turns', tenant)
-      or redis.call('ZSCORE', ready .. ':parked', tenant)
-    redis.call('ZREM', ready .. ':turns', tenant)
-    redis.call('ZREM', ready .. ':parked', tenant)
+  if redis.call('ZREM', B.lines, line_entry(tenant, rank, id)) == 1
+      and #line_head(B, tenant, 1) == 0 then
+    local pass = redis.call('ZSCORE', B.turns, tenant) or redis.call('ZSCORE', B.parked, tenant)
+    redis.call('ZREM', B.turns, tenant)
+    redis.call('ZREM', B.parked, tenant)
     if pass then
-      redis.call('HSET', ready .. ':passes', tenant, pass)
+      redis.call('HSET', B.passes, tenant, pass)
     end
   end
 end
@@ -170,19 +209,18 @@ end
 -- Ends a job's lease. When the job held one, its tenant's count drops and a parked tenant
 -- takes turns again (the next pick parks it again if it is still at the cap). A record written
 -- before fair share has no tenant: its job is the default tenant's, as pick.lua adopted it.
-local function end_lease(leases, ready, id, tenant)
+local function end_lease(B, leases, id, tenant)
   if redis.call('ZREM', leases, id) == 0 then
     return
   end
   tenant = tenant or ''
-  local running = ready .. ':running'
-  if redis.call('HINCRBY', running, tenant, -1) <= 0 then
-    redis.call('HDEL', running, tenant)
+  if redis.call('HINCRBY', B.running, tenant, -1) <= 0 then
+    redis.call('HDEL', B.running, tenant)
   end
-  local pass = redis.call('ZSCORE', ready .. ':parked', tenant)
+  local pass = redis.call('ZSCORE', B.parked, tenant)
   if pass then
-    redis.call('ZREM', ready .. ':parked', tenant)
-    redis.call('ZADD', ready .. ':turns', pass, tenant)
+    redis.call('ZREM', B.parked, tenant)
+    redis.call('ZADD', B.turns, pass, tenant)
   end
 end
 

@@ -7,11 +7,13 @@ When the job's stream holds output of an earlier attempt, that output is dropped
 Safe to run twice: a re-run with the same token answers with the job as activated.
 
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] lease set
+KEYS[4..12] the books (fair share and job index: see _lib.lua)
 ARGV[1] job id   ARGV[2] lease token   ARGV[3] lease length (ms)   ARGV[4] stream max length
 Returns {0, HGETALL of the record} when held, {3} when the claim is gone (cancelled or reclaimed).
 Events: restarted (when an earlier attempt wrote output).
 ]]
 local job, events, leases = KEYS[1], KEYS[2], KEYS[3]
+local B = books_at(4)
 local id, token = ARGV[1], ARGV[2]
 
 local status = redis.call('HGET', job, 'status')
@@ -35,7 +37,7 @@ if redis.call('HGET', job, 'out') == '1' then
   restart_stream(events, ARGV[4])
 end
 redis.call('HINCRBY', job, 'attempt', 1)
-reindex(job, 'active')
+reindex(B, job, 'active')
 redis.call('HSET', job, 'status', 'active', 'token', token, 'started_at', int(now),
   'updated_at', int(now), 'lease_until', int(lease_until), 'out', 0, 'eseq', 0)
 return {0, redis.call('HGETALL', job)}

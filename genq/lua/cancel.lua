@@ -6,6 +6,7 @@ through the cancels channel). Safe to run twice. Runs when memory is full.
 
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] ready set   KEYS[4] scheduled set
 KEYS[5] lease set    KEYS[6] rank hash    KEYS[7] idempotency key (placeholder if none)
+KEYS[8..16] the books (fair share and job index: see _lib.lua)
 ARGV[1] job id   ARGV[2] result ttl (ms)   ARGV[3] stream max length   ARGV[4] cancels channel
 ARGV[5] the job's idempotency key as read by the caller
 Returns {1, status} when the job will not produce a result, {0, status} when it did or cannot
@@ -14,9 +15,10 @@ Events: cancelled (for a job that had not started).
 ]]
 local job, events, ready, scheduled, leases, rank_hash, idem =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local B = books_at(8)
 local id = ARGV[1]
 
-local state = redis.call('HMGET', job, 'status', 'idempotency_key', 'tenant')
+local state = redis.call('HMGET', job, 'status', 'idempotency_key', 'tenant', 'rank')
 local status = state[1]
 if not status then
   return {0, ''}
@@ -38,9 +40,9 @@ if status == 'active' then
   return {1, status}
 end
 
-leave_ready(ready, id, state[3] or '')
+leave_ready(B, ready, id, state[4], state[3] or '')
 redis.call('ZREM', scheduled, id)
-end_lease(leases, ready, id, state[3])
+end_lease(B, leases, id, state[3])
 redis.call('HDEL', rank_hash, id)
-cancel_settle(job, events, idem, id, now, tonumber(ARGV[2]), ARGV[3])
+cancel_settle(B, job, events, idem, id, now, tonumber(ARGV[2]), ARGV[3])
 return {1, 'cancelled'}

@@ -6,12 +6,14 @@ it first. Safe to run twice. Runs when memory is full (it only frees memory).
 
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] dead set
 KEYS[4] idempotency key (placeholder if none)
+KEYS[5..13] the books (fair share and job index: see _lib.lua)
 ARGV[1] job id   ARGV[2] the job's idempotency key as read by the caller
 Returns {1} deleted, {0} no such job, {2} the job has not finished, {6} when the record changed
 under the caller (read it again).
 Events: none (the stream is deleted).
 ]]
 local job, events, dead, idem = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local B = books_at(5)
 local id = ARGV[1]
 
 local state = redis.call('HMGET', job, 'status', 'idempotency_key')
@@ -24,7 +26,7 @@ end
 if state[2] ~= ARGV[2] then
   return {6}
 end
-reindex(job, nil)
+reindex(B, job, nil)
 redis.call('ZREM', dead, id)
 release_key(idem, id)
 redis.call('DEL', job, events)

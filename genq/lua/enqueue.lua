@@ -1,7 +1,7 @@
 #!lua
 --[[
 Enqueue: creates a job record and makes it ready (or scheduled when delayed), in one step.
-A ready job joins its tenant's ready set too (fair share: see _lib.lua).
+A ready job joins its tenant's line too (fair share: see _lib.lua).
 
 A job with an idempotency key that is still bound answers with the bound job's id. A finished
 job with the same id is dropped (record, stream, dead entry) and started clean; a live one is
@@ -10,6 +10,7 @@ refused. Safe to run twice: a re-run carrying the same nonce answers with the jo
 KEYS[1] job record          KEYS[2] job stream         KEYS[3] ready set
 KEYS[4] scheduled set       KEYS[5] rank hash          KEYS[6] dead set
 KEYS[7] doorbell list       KEYS[8] sequence counter   KEYS[9] idempotency key (placeholder if none)
+KEYS[10..18] the books (fair share and job index: see _lib.lua)
 ARGV[1] job id              ARGV[2] nonce              ARGV[3] encoded payload
 ARGV[4] priority            ARGV[5] delay (ms)         ARGV[6] max attempts
 ARGV[7] idempotency key ('' for none)                  ARGV[8] idempotency ttl (ms)
@@ -19,6 +20,7 @@ Events: none.
 ]]
 local job, events, ready, scheduled, rank_hash, dead, signal, seq, idem =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local B = books_at(10)
 local id, nonce, tenant = ARGV[1], ARGV[2], ARGV[9]
 
 if ARGV[7] ~= '' then
@@ -39,7 +41,7 @@ if status then
   if status ~= 'completed' and status ~= 'failed' and status ~= 'cancelled' then
     return {2, id}
   end
-  reindex(job, nil)
+  reindex(B, job, nil)
   redis.call('DEL', job, events)
   redis.call('ZREM', dead, id)
 end
@@ -59,13 +61,13 @@ redis.call('HSET', job,
   'created_at', int(now), 'updated_at', int(now), 'run_at', int(now + delay),
   'idempotency_key', ARGV[7], 'idem_ttl', ARGV[8], 'cancel_requested', 0, 'out', 0, 'eseq', 0,
   'tenant', tenant)
-index_add(tag_of(job), tenant, status_now, int(now), id)
+index_add(B, tenant, status_now, now, id)
 
 if delay > 0 then
   redis.call('ZADD', scheduled, int(now + delay), id)
   redis.call('HSET', rank_hash, id, scheduled_entry(int(rank), tenant))
 else
-  make_ready(ready, id, int(rank), tenant)
+  make_ready(B, ready, id, int(rank), tenant)
   ring_doorbell(signal)
 end
 

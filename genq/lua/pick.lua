@@ -1,24 +1,29 @@
 #!lua
 --[[
 Pick (first half of a reserve): promotes due scheduled jobs, drops dead-set entries older than
-the dead-letter retention (their records have expired), then moves up to N ready jobs into
-the lease set under a short claim. The worker activates each claimed job with activate.lua; a
-claim that is never activated expires and reclaim.lua puts the job back, with no attempt spent.
+the dead-letter retention and the index entries of expired records, then moves up to N
+runnable jobs into the lease set under a short claim. The worker activates each claimed job
+with activate.lua; a claim that is never activated expires and reclaim.lua puts the job back,
+with no attempt spent.
 
 Jobs are served by fair share (see _lib.lua): each claim goes to the tenant whose turn it is,
-which gives its best-ranked job (priority, then FIFO) and moves back by STRIDE / its weight; a
-tenant holding as many leases as the cap is parked until one of its leases ends.
+which gives the first job of its line (priority, then FIFO) and moves back by STRIDE / its
+weight; a tenant holding as many leases as the cap is parked until one of its leases ends.
+A promoted job's record keeps saying `scheduled` until it is activated (Job reads it as waiting).
 
 KEYS[1] ready set   KEYS[2] scheduled set   KEYS[3] lease set   KEYS[4] rank hash
 KEYS[5] cooldown key   KEYS[6] dead set
-ARGV[1] how many jobs to claim   ARGV[2] claim length (ms)   ARGV[3] dead-letter retention (ms)
-ARGV[4] leases per tenant (0: no cap)   ARGV[5] tenant weights, JSON {tenant: weight} (default 1)
+KEYS[7..15] the books (fair share and job index: see _lib.lua)
+ARGV[1] how many jobs to claim   ARGV[2] claim length (ms)   ARGV[3] dead-letter retention (ms,
+0: forever)   ARGV[4] leases per tenant (0: no cap)
+ARGV[5] tenant weights, JSON {tenant: weight} (default 1)
 Returns {claimed ids, expired lease ids, ms until the next scheduled job or lease expiry (-1 none)}.
 While the cooldown key lives nothing is claimed and the wait is its remaining time.
 Events: none.
 ]]
 local ready, scheduled, leases, rank_hash, cooldown, dead =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local B = books_at(7)
 local now = now_ms()
 
 if tonumber(ARGV[3]) > 0 then
@@ -26,18 +31,16 @@ if tonumber(ARGV[3]) > 0 then
 end
 
 -- Finished jobs whose records expired leave the job index.
-local tag = tag_of(ready)
-local gone = redis.call('ZRANGEBYSCORE', tag .. ':ix:expiry', '-inf', int(now), 'LIMIT', 0, 200)
+local gone = redis.call('ZRANGEBYSCORE', B.expiry, '-inf', int(now), 'LIMIT', 0, 200)
 for _, entry in ipairs(gone) do
   local a = string.find(entry, '\0', 1, true)
   local b = string.find(entry, '\0', a + 1, true)
-  local status, tenant, id = string.sub(entry, 1, a - 1), string.sub(entry, a + 1, b - 1),
-    string.sub(entry, b + 1)
-  redis.call('ZREM', tag .. ':ix:' .. status, id)
-  redis.call('ZREM', tag .. ':ix:t:' .. tenant .. ':' .. status, id)
+  local c = string.find(entry, '\0', b + 1, true)
+  index_drop(B, string.sub(entry, a + 1, b - 1), string.sub(entry, 1, a - 1),
+    string.sub(entry, b + 1, c - 1), string.sub(entry, c + 1))
 end
 if #gone > 0 then
-  redis.call('ZREM', tag .. ':ix:expiry', unpack(gone))
+  redis.call('ZREM', B.expiry, unpack(gone))
 end
 
 local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', int(now), 'LIMIT', 0, 20)
@@ -49,20 +52,15 @@ for _, id in ipairs(due) do
   redis.call('HDEL', rank_hash, id)
   if entry then
     local rank, tenant = parse_scheduled(entry)
-    make_ready(ready, id, rank, tenant)
-    local job = tag .. ':job:' .. id
-    reindex(job, 'waiting')
-    redis.call('HSET', job, 'status', 'waiting')
+    make_ready(B, ready, id, rank, tenant)
   end
 end
 
-local turns, parked = ready .. ':turns', ready .. ':parked'
-
--- Jobs an older genq made ready belong to no tenant's set: the default tenant adopts them.
-if redis.call('EXISTS', turns) == 0 and redis.call('EXISTS', parked) == 0 then
+-- Jobs an older genq made ready are in no tenant's line: the default tenant adopts them.
+if redis.call('EXISTS', B.turns) == 0 and redis.call('EXISTS', B.parked) == 0 then
   local orphans = redis.call('ZRANGE', ready, 0, 499, 'WITHSCORES')
   for i = 1, #orphans, 2 do
-    make_ready(ready, orphans[i], orphans[i + 1], '')
+    make_ready(B, ready, orphans[i], orphans[i + 1], '')
   end
 end
 
@@ -78,22 +76,20 @@ local weights = {}
 if ARGV[5] ~= '' and ARGV[5] ~= '{}' then
   weights = cjson.decode(ARGV[5])
 end
-local running, passes = ready .. ':running', ready .. ':passes'
 local until_ms = int(now + tonumber(ARGV[2]))
 local served
 while #claimed < n do
-  local head = redis.call('ZRANGE', turns, 0, 1, 'WITHSCORES')
+  local head = redis.call('ZRANGE', B.turns, 0, 1, 'WITHSCORES')
   if not head[1] then break end
   local tenant, pass = head[1], tonumber(head[2])
   served = pass
-  local own = tenant_ready(ready, tenant)
   local held = 0
   if cap > 0 then
-    held = tonumber(redis.call('HGET', running, tenant) or '0')
+    held = tonumber(redis.call('HGET', B.running, tenant) or '0')
   end
   if cap > 0 and held >= cap then
-    redis.call('ZREM', turns, tenant)
-    redis.call('ZADD', parked, int(pass), tenant)
+    redis.call('ZREM', B.turns, tenant)
+    redis.call('ZADD', B.parked, int(pass), tenant)
   else
     -- Claims, in one go, the jobs this tenant gets before the next tenant's turn comes (the
     -- lowest pass, ties by name): the same jobs one claim at a time would give.
@@ -110,36 +106,38 @@ while #claimed < n do
       end
       take = math.min(take, math.max(turns_before, 1))
     end
-    local popped = redis.call('ZPOPMIN', own, take)
+    local entries = line_head(B, tenant, take)
     local ids, scored = {}, {}
-    for i = 1, #popped, 2 do
-      ids[#ids + 1] = popped[i]
+    for _, entry in ipairs(entries) do
+      local id = line_id(entry)
+      ids[#ids + 1] = id
       scored[#scored + 1] = until_ms
-      scored[#scored + 1] = popped[i]
-      claimed[#claimed + 1] = popped[i]
+      scored[#scored + 1] = id
+      claimed[#claimed + 1] = id
     end
     if #ids > 0 then
+      redis.call('ZREM', B.lines, unpack(entries))
       redis.call('ZREM', ready, unpack(ids))
       redis.call('ZADD', leases, unpack(scored))
-      redis.call('HINCRBY', running, tenant, #ids)
+      redis.call('HINCRBY', B.running, tenant, #ids)
     end
     local served_count = math.max(#ids, 1)
     served = pass + (served_count - 1) * stride
     local after = int(pass + served_count * stride)
-    if redis.call('EXISTS', own) == 1 then
-      redis.call('ZADD', turns, after, tenant)
+    if #line_head(B, tenant, 1) == 1 then
+      redis.call('ZADD', B.turns, after, tenant)
     else
-      redis.call('ZREM', turns, tenant)
-      redis.call('HSET', passes, tenant, after)
+      redis.call('ZREM', B.turns, tenant)
+      redis.call('HSET', B.passes, tenant, after)
     end
   end
 end
 if served then
-  if redis.call('EXISTS', turns) == 0 and redis.call('EXISTS', parked) == 0 then
+  if redis.call('EXISTS', B.turns) == 0 and redis.call('EXISTS', B.parked) == 0 then
     -- Nobody waits: every tenant starts even, and no key is left behind.
-    redis.call('DEL', passes, ready .. ':vtime')
+    redis.call('DEL', B.passes, B.vtime)
   else
-    redis.call('SET', ready .. ':vtime', int(served))
+    redis.call('SET', B.vtime, int(served))
   end
 end
 

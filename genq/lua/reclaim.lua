@@ -8,6 +8,7 @@ Safe to run twice: a lease that is no longer expired is left alone.
 
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] lease set   KEYS[4] ready set
 KEYS[5] dead set     KEYS[6] idempotency key (placeholder if none)   KEYS[7] doorbell list
+KEYS[8..16] the books (fair share and job index: see _lib.lua)
 ARGV[1] job id   ARGV[2] result ttl (ms)   ARGV[3] dead ttl (ms)   ARGV[4] stream max length
 ARGV[5] the job's idempotency key as read by the caller   ARGV[6] dead-letters channel
 Returns {1, status} when reclaimed, {0} when there was nothing to do, {6} when the record
@@ -17,6 +18,7 @@ dead-letters channel); none when it goes back to ready.
 ]]
 local job, events, leases, ready, dead, idem, signal =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local B = books_at(8)
 local id = ARGV[1]
 local now = now_ms()
 
@@ -34,17 +36,17 @@ end
 if state[2] ~= ARGV[5] then
   return {6}
 end
-end_lease(leases, ready, id, state[7])
+end_lease(B, leases, id, state[7])
 
 if status == 'active' then
   redis.call('HSET', job, 'token', '')
   if state[3] == '1' then
-    cancel_settle(job, events, idem, id, now, tonumber(ARGV[2]), ARGV[4])
+    cancel_settle(B, job, events, idem, id, now, tonumber(ARGV[2]), ARGV[4])
     return {1, 'cancelled'}
   end
   local err = 'lease expired on attempt ' .. state[4] .. ' (worker lost)'
   if tonumber(state[4]) >= tonumber(state[5]) then
-    dead_letter(job, events, dead, idem, id, now, 'lease_expired', err, tonumber(ARGV[3]),
+    dead_letter(B, job, events, dead, idem, id, now, 'lease_expired', err, tonumber(ARGV[3]),
       ARGV[4], ARGV[6])
     return {1, 'failed'}
   end
@@ -52,8 +54,8 @@ if status == 'active' then
 elseif status ~= 'waiting' and status ~= 'scheduled' then
   return {0}
 end
-reindex(job, 'waiting')
+reindex(B, job, 'waiting')
 redis.call('HSET', job, 'status', 'waiting', 'updated_at', int(now))
-make_ready(ready, id, state[6], state[7] or '')
+make_ready(B, ready, id, state[6], state[7] or '')
 ring_doorbell(signal)
 return {1, 'waiting'}

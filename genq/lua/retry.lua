@@ -7,6 +7,7 @@ its idempotency key is bound again unless another job took it meanwhile.
 
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] dead set   KEYS[4] ready set
 KEYS[5] idempotency key (placeholder if none)   KEYS[6] doorbell list
+KEYS[7..15] the books (fair share and job index: see _lib.lua)
 ARGV[1] job id   ARGV[2] stream max length   ARGV[3] the job's idempotency key as read by the caller
 ARGV[4] '1' to retry a cancelled job too ('0': dead letters only)
 Returns {1} when requeued, {0} when the job is not one that may be retried, {6} when the record
@@ -14,6 +15,7 @@ changed under the caller (read it again).
 Events: restarted.
 ]]
 local job, events, dead, ready, idem, signal = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local B = books_at(7)
 local id = ARGV[1]
 
 local state = redis.call('HMGET', job, 'status', 'idempotency_key', 'rank', 'tenant')
@@ -28,12 +30,12 @@ local now = now_ms()
 redis.call('ZREM', dead, id)
 redis.call('PERSIST', job)
 redis.call('PERSIST', events)
-reindex(job, 'waiting')
+reindex(B, job, 'waiting')
 redis.call('HSET', job, 'status', 'waiting', 'attempt', 0, 'token', '', 'dead_reason', '',
   'finished_at', '', 'cancel_requested', 0, 'progress', '', 'out', 0, 'eseq', 0,
   'updated_at', int(now))
 restart_stream(events, ARGV[2])
-make_ready(ready, id, state[3], state[4] or '')
+make_ready(B, ready, id, state[3], state[4] or '')
 ring_doorbell(signal)
 if ARGV[3] ~= '' then
   redis.call('SET', idem, id, 'NX')

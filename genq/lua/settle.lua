@@ -12,6 +12,7 @@ the job left `active` answers with the status it settled to. Runs when memory is
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] lease set   KEYS[4] scheduled set
 KEYS[5] ready set    KEYS[6] dead set     KEYS[7] rank hash   KEYS[8] idempotency key
 KEYS[9] doorbell list
+KEYS[10..18] the books (fair share and job index: see _lib.lua)
 ARGV[1] job id   ARGV[2] lease token   ARGV[3] outcome   ARGV[4] result (encoded) or error text
 ARGV[5] retry delay (ms)   ARGV[6] dead reason (error | terminal)   ARGV[7] result ttl (ms)
 ARGV[8] dead ttl (ms)   ARGV[9] stream max length   ARGV[10] dead-letters channel
@@ -21,6 +22,7 @@ A dead-lettered job is also published on the dead-letters channel.
 ]]
 local job, events, leases, scheduled, ready, dead, rank_hash, idem, signal =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local B = books_at(10)
 local id, outcome, data = ARGV[1], ARGV[3], ARGV[4]
 local result_ttl, dead_ttl, maxlen = tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
 
@@ -35,10 +37,10 @@ end
 
 local now = now_ms()
 local tenant = state[8]
-end_lease(leases, ready, id, tenant)
+end_lease(B, leases, id, tenant)
 
 if state[3] == '1' or outcome == 'cancel' then
-  cancel_settle(job, events, idem, id, now, result_ttl, maxlen)
+  cancel_settle(B, job, events, idem, id, now, result_ttl, maxlen)
   return {0, 'cancelled'}
 end
 
@@ -48,7 +50,7 @@ if outcome == 'complete' then
     keep = 0  -- kept forever (a key kept forever keeps its job too)
   end
   redis.call('HSET', job, 'result', data, 'progress', 1)
-  finish(job, events, 'completed', now, data, keep, maxlen)
+  finish(B, job, events, 'completed', now, data, keep, maxlen)
   if redis.call('GET', idem) == id and tonumber(state[7]) > 0 then
     redis.call('PEXPIRE', idem, tonumber(state[7]))
   end
@@ -57,16 +59,16 @@ end
 
 if outcome == 'release' then
   redis.call('HINCRBY', job, 'attempt', -1)
-  reindex(job, 'waiting')
+  reindex(B, job, 'waiting')
   redis.call('HSET', job, 'status', 'waiting', 'updated_at', int(now))
-  make_ready(ready, id, state[6], tenant or '')
+  make_ready(B, ready, id, state[6], tenant or '')
   ring_doorbell(signal)
   return {0, 'waiting'}
 end
 
 if outcome == 'retry' and tonumber(state[4]) < tonumber(state[5]) then
   local run_at = now + tonumber(ARGV[5])
-  reindex(job, 'scheduled')
+  reindex(B, job, 'scheduled')
   redis.call('HSET', job, 'status', 'scheduled', 'error', data, 'run_at', int(run_at),
     'updated_at', int(now))
   redis.call('ZADD', scheduled, int(run_at), id)
@@ -78,5 +80,5 @@ local reason = ARGV[6]
 if outcome == 'retry' then
   reason = 'error'
 end
-dead_letter(job, events, dead, idem, id, now, reason, data, dead_ttl, maxlen, ARGV[10])
+dead_letter(B, job, events, dead, idem, id, now, reason, data, dead_ttl, maxlen, ARGV[10])
 return {0, 'failed'}

@@ -305,47 +305,42 @@ async def check_fair_share(queue: Queue) -> list[str]:
     redis, k = queue.redis, queue.keys
     async with redis.pipeline(transaction=False) as pipe:
         pipe.zrange(k.ready, 0, -1, withscores=True)
+        pipe.zrange(k.lines, 0, -1)
         pipe.zrange(k.turns, 0, -1)
         pipe.zrange(k.parked, 0, -1)
         pipe.hgetall(k.running)
         pipe.zrange(k.leases, 0, -1)
-        ready, turns, parked, running, leased = await pipe.execute()
-    prefix = k.tenant_ready("")
-    own_keys = [key for key in await _scan(queue) if key.startswith(prefix)]
-    async with redis.pipeline(transaction=False) as pipe:
-        for key in own_keys:
-            pipe.zrange(key, 0, -1, withscores=True)
-        owns = await pipe.execute()
-    by_tenant = {key[len(prefix) :]: dict(rows) for key, rows in zip(own_keys, owns, strict=True)}
-    union = {job: score for rows in by_tenant.values() for job, score in rows.items()}
-    if union != dict(ready):
-        problems.append(f"ready set {dict(ready)} is not the tenants' sets {union}")
+        ready, lines, turns, parked, running, leased = await pipe.execute()
+    in_line: dict[str, tuple[str, int]] = {}
+    for entry in lines:
+        tenant, rank, job_id = entry.split(b"\0")
+        in_line[job_id.decode()] = (tenant.decode(), int(rank))
+    ranked = {_s(job): int(score) for job, score in ready}
+    if {j: r for j, (_, r) in in_line.items()} != ranked:
+        problems.append(f"ready set {ranked} is not the tenants' lines {in_line}")
+    tenants_waiting = {tenant for tenant, _ in in_line.values()}
     turns_set, parked_set = {_s(t) for t in turns}, {_s(t) for t in parked}
     if turns_set & parked_set:
         problems.append(f"tenants both taking turns and parked: {turns_set & parked_set}")
-    if turns_set | parked_set != set(by_tenant):
+    if turns_set | parked_set != tenants_waiting:
         problems.append(f"tenants in turns {turns_set} / parked {parked_set}, but with runnable "
-                        f"jobs: {set(by_tenant)}")  # fmt: skip
-    leased_ids = [_s(job) for job in leased]
+                        f"jobs: {tenants_waiting}")  # fmt: skip
+    ids = [_s(job) for job in leased] + list(in_line)
     async with redis.pipeline(transaction=False) as pipe:
-        for job_id in leased_ids:
+        for job_id in ids:
             pipe.hget(k.job(job_id), "tenant")
-        tenants = await pipe.execute()
+        owners = dict(zip(ids, await pipe.execute(), strict=True))
     holding: dict[str, int] = {}
-    for tenant in tenants:
+    for job in leased:
+        tenant = owners[_s(job)]
         if tenant is not None:
             holding[_s(tenant)] = holding.get(_s(tenant), 0) + 1
     counted = {_s(t): int(n) for t, n in running.items()}
     if counted != holding:
         problems.append(f"running counts {counted} but leases held per tenant {holding}")
-    for tenant, rows in by_tenant.items():
-        async with redis.pipeline(transaction=False) as pipe:
-            for job_id in rows:
-                pipe.hget(k.job(_s(job_id)), "tenant")
-            owners = await pipe.execute()
-        strays = [_s(j) for j, o in zip(rows, owners, strict=True) if _s(o) != tenant]
-        if strays:
-            problems.append(f"tenant {tenant!r}'s ready set holds other tenants' jobs {strays}")
+    strays = [j for j, (t, _) in in_line.items() if _s(owners[j] or b"") != t]
+    if strays:
+        problems.append(f"jobs in another tenant's line: {strays}")
     return problems
 
 
@@ -353,17 +348,19 @@ async def check_index(queue: Queue) -> list[str]:
     """Invariant 8 (module docstring), over every job of the queue."""
     problems = []
     redis, k = queue.redis, queue.keys
-    index_keys = [key for key in await _scan(queue) if ":ix:" in key and key != k.index_expiry]
     async with redis.pipeline(transaction=False) as pipe:
-        for key in index_keys:
-            pipe.zrange(key, 0, -1)
+        pipe.zrange(k.index, 0, -1)
+        pipe.zrange(k.tenant_index, 0, -1)
         pipe.zrange(k.index_expiry, 0, -1)
-        *members, expiring = await pipe.execute()
-    expiring_ids = {_s(e).split("\0", 2)[2] for e in expiring}
+        index, tenant_index, expiring = await pipe.execute()
+    expiring_ids = {_s(e).split("\0")[-1] for e in expiring}
     listed: dict[str, set[str]] = {}
-    for key, ids in zip(index_keys, members, strict=True):
-        for job_id in ids:
-            listed.setdefault(_s(job_id), set()).add(key)
+    for entry in index:
+        status, _, job_id = _s(entry).split("\0")
+        listed.setdefault(job_id, set()).add(f"{status}")
+    for entry in tenant_index:
+        tenant, status, _, job_id = _s(entry).split("\0")
+        listed.setdefault(job_id, set()).add(f"{tenant}/{status}")
     record_prefix = k.job("")
     keys = await _scan(queue)
     job_ids = [key[len(record_prefix) :] for key in keys if key.startswith(record_prefix)]
@@ -374,13 +371,13 @@ async def check_index(queue: Queue) -> list[str]:
     for job_id, (status, tenant) in zip(job_ids, states, strict=True):
         if status is None:
             continue  # expired between the scan and the read
-        want = {k.index(_s(status)), k.index(_s(status), _s(tenant or b""))}
+        want = {_s(status), f"{_s(tenant or b'')}/{_s(status)}"}
         got = listed.pop(job_id, set())
         if got != want:
-            problems.append(f"job {job_id} ({_s(status)}) is listed in {got}, not {want}")
-    for job_id, keys in listed.items():
+            problems.append(f"job {job_id} is listed as {got}, not {want}")
+    for job_id, where in listed.items():
         if job_id not in expiring_ids:
-            problems.append(f"index {keys} lists job {job_id} that has no record")
+            problems.append(f"the index lists job {job_id} ({where}) that has no record")
     return problems
 
 

@@ -14,6 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from genq import ActiveJob, Event, JobNotFoundError, Queue
+from genq._calls import activate_call, reclaim_call, settle_call
 from tests.processes import WorkerProcess
 from workers.lifetime import die_with_parent
 
@@ -141,12 +142,8 @@ class ScriptCalls:
         return [c.decode() for c in claimed]
 
     async def activate(self, job_id: str, token: str, lease_ms: int = 30_000) -> int:
-        k = self.k
-        reply = await self.queue.scripts.activate(
-            keys=[k.job(job_id), k.events(job_id), k.leases],
-            args=[job_id, token, lease_ms, self.queue.events_max_len],
-        )
-        return int(reply[0])
+        call = activate_call(self.queue, job_id, token, lease_ms / 1000)
+        return int((await self.queue.scripts.activate(*call))[0])
 
     async def emit(self, job_id: str, token: str, seq: int, data: str) -> int:
         k = self.k
@@ -166,30 +163,16 @@ class ScriptCalls:
         reason: str = "error",
         idem_key: str = "",
     ) -> list[Any]:
-        q, k = self.queue, self.k
-        keys = [
-            k.job(job_id), k.events(job_id), k.leases, k.scheduled, k.ready, k.dead, k.rank,
-            k.idempotency(idem_key), k.signal,
-        ]  # fmt: skip
-        args = [
-            job_id, token, outcome, data, delay_ms, reason, int(q.result_ttl * 1000),
-            int(q.dead_ttl * 1000), q.events_max_len, k.dead_letters,
-        ]  # fmt: skip
-        return list(await q.scripts.settle(keys=keys, args=args))
+        call = settle_call(
+            self.queue, job_id, token, idem_key, outcome, data, delay_ms / 1000, reason
+        )
+        return list(await self.queue.scripts.settle(*call))
 
     async def reclaim(self, job_id: str) -> list[Any]:
         q, k = self.queue, self.k
         idem = await q.redis.hget(k.job(job_id), "idempotency_key")
         idem_key = idem.decode() if idem else ""
-        keys = [
-            k.job(job_id), k.events(job_id), k.leases, k.ready, k.dead, k.idempotency(idem_key),
-            k.signal,
-        ]  # fmt: skip
-        args = [
-            job_id, int(q.result_ttl * 1000), int(q.dead_ttl * 1000), q.events_max_len,
-            idem_key, k.dead_letters,
-        ]  # fmt: skip
-        return list(await q.scripts.reclaim(keys=keys, args=args))
+        return list(await q.scripts.reclaim(*reclaim_call(q, job_id, idem_key)))
 
     async def expire_lease(self, job_id: str) -> None:
         await self.queue.redis.zadd(self.k.leases, {job_id: 0}, xx=True)

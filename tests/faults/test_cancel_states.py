@@ -17,7 +17,8 @@ import time
 import pytest
 
 from genq import ActiveJob, JobCancelledError, JobStatus, Queue, RetryJobError
-from genq.queue import ms
+from genq._calls import activate_call, cancel_call, settle_call
+from genq.cluster import Call
 from tests.faults.invariants import check_invariants
 from tests.faults.support import Viewer, eventually
 
@@ -74,9 +75,7 @@ async def test_cancel_a_claimed_not_activated_job_settles_and_the_claim_is_refus
     assert await status_of(queue, job.id) == "cancelled"
     assert await queue.redis.zcard(k.leases) == 0
     # The worker that claimed it activates it now: refused, nothing runs.
-    reply = await queue.scripts.activate(
-        keys=[k.job(job.id), k.events(job.id), k.leases], args=[job.id, "late", 5000, 100]
-    )
+    reply = await queue.scripts.activate(*activate_call(queue, job.id, "late", 5))
     assert int(reply[0]) == 3
     record = await queue.get(job.id)
     assert record is not None and (record.status, record.attempt) == (JobStatus.CANCELLED, 0)
@@ -116,29 +115,10 @@ async def test_cancel_an_active_job_whose_worker_died_settles_at_lease_expiry_un
     await check_invariants(queue, [job.id], views={job.id: [events]})
 
 
-def settle_call(queue: Queue, job_id: str, token: str, outcome: str) -> tuple[list, list]:
+def settle_of(queue: Queue, job_id: str, token: str, outcome: str) -> Call:
     """The exact call Worker._settle makes."""
-    k = queue.keys
     data = {"complete": '"the result"', "retry": "flaky", "fail": "broken"}[outcome]
-    keys = [
-        k.job(job_id), k.events(job_id), k.leases, k.scheduled, k.ready, k.dead, k.rank,
-        k.idempotency(""), k.signal,
-    ]  # fmt: skip
-    args = [
-        job_id, token, outcome, data, ms(60), "terminal", ms(queue.result_ttl),
-        ms(queue.dead_ttl), queue.events_max_len, k.dead_letters,
-    ]  # fmt: skip
-    return keys, args
-
-
-def cancel_call(queue: Queue, job_id: str) -> tuple[list, list]:
-    """The exact call Queue.cancel makes for a job without an idempotency key."""
-    k = queue.keys
-    keys = [
-        k.job(job_id), k.events(job_id), k.ready, k.scheduled, k.leases, k.rank,
-        k.idempotency(""),
-    ]  # fmt: skip
-    return keys, [job_id, ms(queue.result_ttl), queue.events_max_len, k.cancels, ""]
+    return settle_call(queue, job_id, token, "", outcome, data, 0.06, "terminal")
 
 
 OUTCOMES = {
@@ -157,14 +137,11 @@ async def test_cancel_and_settle_in_the_same_instant(
     queue: Queue, outcome: str, cancel_first: bool
 ) -> None:
     job = await queue.enqueue({})
-    k = queue.keys
     await queue.scripts.pick(*queue.pick_call(1, 10))
-    await queue.scripts.activate(
-        keys=[k.job(job.id), k.events(job.id), k.leases], args=[job.id, "tok", 5000, 100]
-    )
+    await queue.scripts.activate(*activate_call(queue, job.id, "tok", 5))
     calls = [
-        ("settle", settle_call(queue, job.id, "tok", outcome)),
-        ("cancel", cancel_call(queue, job.id)),
+        ("settle", settle_of(queue, job.id, "tok", outcome)),
+        ("cancel", cancel_call(queue, job.id, "")),
     ]
     if cancel_first:
         calls.reverse()

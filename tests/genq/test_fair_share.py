@@ -100,7 +100,7 @@ async def test_fair_share_adopts_jobs_an_older_genq_made_ready(queue: Queue) -> 
     """A job in the ready set that no tenant set holds (written before fair share) still runs."""
     e = await queue.enqueue("old")
     k = queue.keys
-    await queue.redis.delete(k.tenant_ready(""), k.turns)
+    await queue.redis.delete(k.lines, k.turns)
     await queue.redis.hdel(k.job(e.id), "tenant")
 
     async def handler(job):

@@ -108,7 +108,7 @@ async def test_index_delete_a_finished_job_removes_every_trace(queue: Queue) -> 
     assert (await queue.jobs()).jobs == []
     assert await queue.delete(e.id) is False
     k = queue.keys
-    assert not await queue.redis.exists(k.events(e.id), k.index("cancelled"), k.index_expiry)
+    assert not await queue.redis.exists(k.events(e.id), k.index, k.tenant_index, k.index_expiry)
 
 
 async def test_index_finished_entries_leave_with_their_records(redis, prefix) -> None:
@@ -118,7 +118,8 @@ async def test_index_finished_entries_leave_with_their_records(redis, prefix) ->
     assert len((await queue.jobs(status="cancelled")).jobs) == 1
     await asyncio.sleep(0.3)
     await ScriptCalls(queue).pick(1)  # any worker's next pick drops the expired entries
-    assert not await redis.exists(queue.keys.index("cancelled"), queue.keys.index_expiry)
+    k = queue.keys
+    assert not await redis.exists(k.index, k.tenant_index, k.index_expiry)
 
 
 async def test_index_retention_zero_keeps_finished_jobs_forever(redis, prefix) -> None:

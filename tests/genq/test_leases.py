@@ -3,6 +3,7 @@ import asyncio
 import pytest
 
 from genq import JobLeaseLostError, JobStatus, Queue
+from genq._calls import activate_call
 
 
 async def test_leases_zombie_gets_lease_lost_and_exactly_one_settle(redis, prefix):
@@ -124,13 +125,10 @@ async def test_leases_expired_claim_returns_without_spending_attempt(queue):
 async def test_leases_dead_worker_job_is_reclaimed_or_cancelled(redis, prefix, cancel_first):
     queue = Queue(redis, prefix, lease=0.3)
     e = await queue.enqueue("p")
-    k = queue.keys
     # A worker claims and activates the job, then dies without a word.
     claimed, _, _ = await queue.scripts.pick(*queue.pick_call(1, 10))
     assert [c.decode() for c in claimed] == [e.id]
-    await queue.scripts.activate(
-        keys=[k.job(e.id), k.events(e.id), k.leases], args=[e.id, "dead-worker", 300, 100]
-    )
+    await queue.scripts.activate(*activate_call(queue, e.id, "dead-worker", 0.3))
     if cancel_first:
         assert await queue.cancel(e.id)
     await asyncio.sleep(0.4)

@@ -1,0 +1,86 @@
+"""The keys and arguments of each state-changing script, in the order its header lists them.
+
+One builder per script, shared by the queue, the worker and the tests that drive the scripts
+one step at a time, so a script's signature is written down once in Python. Every one of them
+ends its keys with ``Keys.books`` (fair share and job index), which the script reads with
+``books_at`` (``genq/lua/_lib.lua``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._queue_base import QueueBase, ms
+from .cluster import Call
+
+
+def activate_call(queue: QueueBase, job_id: str, token: str, lease: float) -> Call:
+    k = queue.keys
+    keys = [k.job(job_id), k.events(job_id), k.leases, *k.books]
+    return keys, [job_id, token, ms(lease), queue.events_max_len]
+
+
+def settle_call(
+    queue: QueueBase,
+    job_id: str,
+    token: str,
+    idempotency_key: str,
+    outcome: str,
+    data: Any = "",
+    delay: float = 0.0,
+    reason: str = "error",
+) -> Call:
+    """``outcome``: complete | retry | fail | cancel | release (see settle.lua)."""
+    k = queue.keys
+    keys = [
+        k.job(job_id), k.events(job_id), k.leases, k.scheduled, k.ready, k.dead, k.rank,
+        k.idempotency(idempotency_key), k.signal, *k.books,
+    ]  # fmt: skip
+    args = [
+        job_id, token, outcome, data, ms(delay), reason, ms(queue.result_ttl),
+        ms(queue.dead_ttl), queue.events_max_len, k.dead_letters,
+    ]  # fmt: skip
+    return keys, args
+
+
+def reclaim_call(queue: QueueBase, job_id: str, idempotency_key: str) -> Call:
+    k = queue.keys
+    keys = [
+        k.job(job_id), k.events(job_id), k.leases, k.ready, k.dead,
+        k.idempotency(idempotency_key), k.signal, *k.books,
+    ]  # fmt: skip
+    args = [
+        job_id, ms(queue.result_ttl), ms(queue.dead_ttl), queue.events_max_len, idempotency_key,
+        k.dead_letters,
+    ]  # fmt: skip
+    return keys, args
+
+
+def cancel_call(queue: QueueBase, job_id: str, idempotency_key: str) -> Call:
+    k = queue.keys
+    keys = [
+        k.job(job_id), k.events(job_id), k.ready, k.scheduled, k.leases, k.rank,
+        k.idempotency(idempotency_key), *k.books,
+    ]  # fmt: skip
+    args = [job_id, ms(queue.result_ttl), queue.events_max_len, k.cancels, idempotency_key]
+    return keys, args
+
+
+def retry_call(queue: QueueBase, job_id: str, idempotency_key: str, cancelled_too: bool) -> Call:
+    k = queue.keys
+    keys = [
+        k.job(job_id), k.events(job_id), k.dead, k.ready, k.idempotency(idempotency_key),
+        k.signal, *k.books,
+    ]  # fmt: skip
+    return keys, [job_id, queue.events_max_len, idempotency_key, int(cancelled_too)]
+
+
+def delete_call(queue: QueueBase, job_id: str, idempotency_key: str) -> Call:
+    k = queue.keys
+    keys = [k.job(job_id), k.events(job_id), k.dead, k.idempotency(idempotency_key), *k.books]
+    return keys, [job_id, idempotency_key]
+
+
+def purge_dead_call(queue: QueueBase, job_id: str) -> Call:
+    k = queue.keys
+    return [k.job(job_id), k.events(job_id), k.dead, *k.books], [job_id]
