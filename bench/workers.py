@@ -21,6 +21,18 @@ through a stall and an already sent one does not, so the batched tail exceeds th
 
     .venv/bin/python bench/workers.py [--jobs 64] [--tokens 300] [--window-ms 10] [--repeat 3]
 
+``--processes N`` measures the real worker processes instead: ``genq worker --processes 1``,
+then ``genq worker --processes N`` (the supervisor and its ``python -m workers`` children),
+against one Redis-protocol server, nothing pinned: ``--jobs`` full-speed demo generations per
+worker process (so every process has a full load), batched emits. It prints the aggregate
+tokens/s of each, the ratio N processes / 1 process measured in the same run, and where the
+CPU went: worker CPU per token, how busy the worker processes and Redis were (% of one core),
+how much CPU the machine left idle and how much other processes on it took. A process's first
+generations pay LiteLLM's one-time setup (seconds), so each run starts with a warm-up wave that
+is not measured.
+
+    .venv/bin/python bench/workers.py --processes 2 [--jobs 64] [--tokens 300] [--repeat 3]
+
 Each mode runs ``--repeat`` times and the fastest run is shown (other processes on a shared
 machine only ever slow a run down).
 """
@@ -40,6 +52,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import signal
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -49,7 +62,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 
-from genq import Queue
+from genq import EnqueueItem, Queue
 from genq_cli.embedded_redis import EmbeddedRedis
 from providers.litellm_adapter import Delta
 from workers import handler as handler_module
@@ -302,6 +315,181 @@ async def main(args: argparse.Namespace) -> None:
             )
 
 
+@dataclass
+class ProcessRun:
+    processes: int
+    tokens: int
+    seconds: float
+    worker_cpu: float
+    redis_cpu: float
+    idle_cpu: float
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds
+
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of one process (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def machine_idle() -> float:
+    """CPU seconds the whole machine has spent idle (all cores), from /proc/stat."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    return (int(fields[4]) + int(fields[5])) / TICKS  # idle + iowait
+
+
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+async def wait_drained(client: aioredis.Redis, queue: Queue) -> None:
+    k = queue.keys
+    while True:
+        await asyncio.sleep(POLL)
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.zcard(k.ready).zcard(k.leases).zcard(k.scheduled)
+            if sum(await pipe.execute()) == 0:
+                return
+
+
+async def enqueue_wave(queue: Queue, jobs: int, tokens: int) -> list[str]:
+    params = {"demo_tokens": tokens, "demo_delay_ms": 0}
+    items = [
+        EnqueueItem({"model": "demo/instant", "prompt": f"bench {i}", "params": params})
+        for i in range(jobs)
+    ]
+    return [e.id for e in await queue.enqueue_many(items)]  # one round trip
+
+
+async def run_processes(
+    url: str, processes: int, jobs: int, tokens: int, window_ms: float
+) -> ProcessRun:
+    """``genq worker --processes N`` serving ``jobs`` generations per process, timed."""
+    namespace = f"bench-{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ,
+        "GENQ_REDIS_URL": url,
+        "GENQ_QUEUE_NAMESPACE": namespace,
+        "GENQ_MODELS": "demo/*",
+        "GENQ_PROVIDER_CONCURRENCY": f"demo={jobs}",
+        "GENQ_COALESCE_WINDOW_MS": f"{window_ms:g}",
+        "GENQ_LEASE": "120",
+        "GENQ_LOG_LEVEL": "INFO",
+    }
+    settings = WorkerSettings(
+        redis_url=url, queue_namespace=namespace, models=["demo/*"], lease=120.0
+    )
+    prefix = settings.routing().providers["demo"].queue_prefix
+    genq = Path(sys.executable).with_name("genq")
+    proc = await asyncio.create_subprocess_exec(
+        str(genq),
+        "worker",
+        "--processes",
+        str(processes),
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    client = aioredis.Redis.from_url(url)
+    try:
+        assert proc.stderr is not None
+        ready = 0
+        async with asyncio.timeout(120):  # importing LiteLLM takes seconds per process
+            while ready < processes:
+                line = (await proc.stderr.readline()).decode(errors="replace")
+                if not line:
+                    raise RuntimeError(f"genq worker exited (code {await proc.wait()})")
+                ready += "serving provider demo" in line
+        drain_log = asyncio.create_task(proc.stderr.read())  # keep the pipe from filling up
+        queue = Queue(client, prefix=prefix)
+        pids = children(proc.pid) if processes > 1 else [proc.pid]
+        assert len(pids) == processes, pids
+
+        # Warm-up, not measured: every process's first streams pay LiteLLM's one-time setup.
+        await enqueue_wave(queue, jobs * processes, 20)
+        await wait_drained(client, queue)
+
+        _, redis_cpu0 = await server_counters(client)
+        cpu0, idle0 = sum(process_cpu(p) for p in pids), machine_idle()
+        wall0 = time.perf_counter()
+        ids = await enqueue_wave(queue, jobs * processes, tokens)
+        await wait_drained(client, queue)
+        wall = time.perf_counter() - wall0
+        cpu, idle = sum(process_cpu(p) for p in pids) - cpu0, machine_idle() - idle0
+        _, redis_cpu1 = await server_counters(client)
+        for job_id in ids:
+            job = await queue.get(job_id)
+            assert job is not None and job.status.value == "completed", job
+            assert len(job.result["text"].split()) == tokens
+        proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(60):
+            await proc.wait()
+        drain_log.cancel()
+        return ProcessRun(
+            processes=processes,
+            tokens=len(ids) * tokens,
+            seconds=wall,
+            worker_cpu=cpu,
+            redis_cpu=redis_cpu1 - redis_cpu0,
+            idle_cpu=idle,
+        )
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        await client.aclose()
+
+
+def report_processes(runs: list[ProcessRun], jobs: int, tokens: int) -> None:
+    cores = len(os.sched_getaffinity(0))
+    print(
+        f"\nworker processes (genq worker --processes N), {jobs} generations x {tokens} tokens "
+        f"per process, batched emits, {cores} cores, nothing pinned"
+    )
+    header = (
+        f"{'processes':<11}{'tokens/s':>10}{'per process':>13}{'CPU/token':>12}"
+        f"{'workers busy':>14}{'Redis busy':>12}{'Redis CPU/token':>17}{'idle':>7}{'others':>8}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in runs:
+        idle = r.idle_cpu / r.seconds
+        others = cores - idle - (r.worker_cpu + r.redis_cpu) / r.seconds
+        print(
+            f"{r.processes:<11}{r.tokens_per_s:>10.0f}{r.tokens_per_s / r.processes:>13.0f}"
+            f"{r.worker_cpu / r.tokens * 1e6:>9.1f} us"
+            f"{r.worker_cpu / r.seconds * 100:>13.0f}%{r.redis_cpu / r.seconds * 100:>11.0f}%"
+            f"{r.redis_cpu / r.tokens * 1e6:>14.1f} us{idle * 100:>6.0f}%{others * 100:>7.0f}%"
+        )
+    one, many = runs
+    print(
+        f"  {many.processes} processes vs 1: {many.tokens_per_s / one.tokens_per_s:.2f}x tokens/s "
+        f"(CPU seconds per wall second, 100% = one core; idle: the machine's idle CPU; "
+        f"others: what other processes on the machine took)"
+    )
+
+
+async def main_processes(args: argparse.Namespace) -> None:
+    with EmbeddedRedis() as server:
+        runs = []
+        for count in (1, args.processes):
+            tries = [
+                await run_processes(server.url, count, args.jobs, args.tokens, args.window_ms)
+                for _ in range(args.repeat)
+            ]
+            runs.append(max(tries, key=lambda r: r.tokens_per_s))  # least disturbed run
+        report_processes(runs, args.jobs, args.tokens)
+
+
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=64)
@@ -310,8 +498,15 @@ def parse() -> argparse.Namespace:
     p.add_argument("--window-ms", type=float, default=10.0)
     p.add_argument("--source", choices=("litellm", "raw"), default="litellm")
     p.add_argument("--repeat", type=int, default=3, help="runs per mode; the fastest is shown")
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=0,
+        help="compare N real worker processes with 1 (genq worker --processes N) instead",
+    )
     return p.parse_args()
 
 
 if __name__ == "__main__":
-    asyncio.run(main(parse()))
+    arguments = parse()
+    asyncio.run(main_processes(arguments) if arguments.processes else main(arguments))

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, Literal
 
 from genq_contract.events import TERMINAL_EVENTS
 
@@ -122,6 +123,10 @@ class Channel:
         self.refused = True
         self.close()
 
+    def wake(self) -> None:
+        """Wakes the viewers without news (one of them may have a deadline to check)."""
+        self._notify()
+
     def beat(self) -> None:
         self.beats += 1
         self.last_activity = time.monotonic()
@@ -140,5 +145,7 @@ class Channel:
         viewer.index = self.end
         return batch
 
-    async def changed(self) -> None:
-        await self._changed.wait()
+    def changed(self) -> Coroutine[Any, Any, Literal[True]]:
+        """Waits for the next publish, beat, wake or close (the event's own wait: one
+        coroutine less to resume per viewer and entry)."""
+        return self._changed.wait()

@@ -123,13 +123,15 @@ class Tail:
     # -- viewers -------------------------------------------------------------------------------
 
     async def follow(
-        self, job_id: str, after: str | None = None
+        self, job_id: str, after: str | None = None, *, until: float | None = None
     ) -> AsyncGenerator[list[Entry], None]:
         """Yields batches of the job's entries strictly after ``after``, in order, once each.
 
         An empty batch now and then (every ``heartbeat`` seconds) means "nothing new": time
-        for a keepalive. Ends after the terminal entry, or (without one) when the job vanished
-        or the tail closed; raises :class:`ViewerLagged` when the viewer fell too far behind.
+        for a keepalive. Ends after the terminal entry, or (without one) when the job vanished,
+        the tail closed or the event loop's clock reached ``until`` (checked between batches:
+        one timer per viewer, not one per batch); raises :class:`ViewerLagged` when the
+        viewer fell too far behind.
         """
         cursor = check_cursor(after or "0-0")
         last = order_of(cursor)
@@ -148,12 +150,15 @@ class Tail:
         viewer = Viewer(channel.end)
         channel.viewers.add(viewer)
         self.viewers += 1
+        loop = asyncio.get_running_loop()
+        # Wakes the channel's viewers once at ``until``: the others find nothing and wait on.
+        alarm = None if until is None else loop.call_at(until, channel.wake)
         try:
             if backfill_to is not None:
                 async for batch in self._range(job_id, cursor, backfill_to):
                     yield batch
                     last = batch[-1].order
-                    if batch[-1].terminal:
+                    if batch[-1].terminal or (until is not None and loop.time() >= until):
                         return
             while True:
                 batch = channel.take(viewer, self._max_lag)
@@ -171,7 +176,11 @@ class Tail:
                     await channel.changed()
                     if channel.beats != beats and viewer.index >= channel.end:
                         yield []
+                if until is not None and loop.time() >= until:
+                    return
         finally:
+            if alarm is not None:
+                alarm.cancel()
             self.viewers -= 1
             channel.viewers.discard(viewer)
             if not channel.viewers and self._channels.get(job_id) is channel:

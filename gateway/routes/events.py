@@ -18,13 +18,15 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
+import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 from sse_starlette import EventSourceResponse
 from sse_starlette.sse import SendTimeoutError
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from genq import TERMINAL
 from genq.events import check_cursor
@@ -120,19 +122,95 @@ async def _start(owned: OwnedJob, cursor: str | None) -> tuple[bool, str | None]
 
 class _SlotResponse(EventSourceResponse):
     """An event stream holding one of its tenant's stream slots until it ends, however it
-    ends; a slow reader's send timeout ends it quietly rather than with a traceback."""
+    ends; a slow reader's send timeout ends it quietly rather than with a traceback.
+
+    The send timeout is kept by one watchdog per event loop (:class:`_SendWatch`) instead of
+    sse-starlette's cancel scope around every write, which cost more than the write itself
+    (an anyio scope and a timer per viewer and event)."""
 
     def __init__(self, content: AsyncIterator[bytes], release: Callable[[], None], **kw: object):
         super().__init__(content, **kw)  # type: ignore[arg-type]
         self._release = release
+        self.sending_since = 0.0
+        """``time.monotonic()`` when the write in progress started; 0 between writes."""
+        self._sender: asyncio.Task[object] | None = None
+        self._stalled = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        watch = _SendWatch.of_this_loop() if self.send_timeout else None
+        if watch is not None:
+            watch.add(self)
         try:
             await super().__call__(scope, receive, send)
         except SendTimeoutError:
             log.info("closed an event stream: its client took no data for %ss", self.send_timeout)
         finally:
+            if watch is not None:
+                watch.discard(self)
             self._release()
+
+    async def _send_with_timeout(self, send: Send, message: Message) -> None:
+        if self._sender is None:
+            self._sender = asyncio.current_task()
+        self.sending_since = time.monotonic()
+        try:
+            await send(message)
+        except asyncio.CancelledError:
+            if not self._stalled:
+                raise
+            if self._sender is not None:
+                self._sender.uncancel()
+            raise SendTimeoutError() from None
+        finally:
+            self.sending_since = 0.0
+
+    def stall(self) -> None:
+        """Ends the write in progress with :class:`SendTimeoutError` (its client took none)."""
+        if self._sender is not None and not self._stalled:
+            self._stalled = True
+            self._sender.cancel()
+
+
+class _SendWatch:
+    """Every open stream of one event loop, checked a few times per send timeout: a write
+    that has waited longer than its stream's ``send_timeout`` is ended (at most a quarter of
+    the timeout late)."""
+
+    _loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _SendWatch] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    def __init__(self) -> None:
+        self.streams: set[_SlotResponse] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def of_this_loop(cls) -> _SendWatch:
+        loop = asyncio.get_running_loop()
+        watch = cls._loops.get(loop)
+        if watch is None:
+            watch = cls._loops[loop] = cls()
+        return watch
+
+    def add(self, stream: _SlotResponse) -> None:
+        self.streams.add(stream)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._watch(), name="sse send watch")
+
+    def discard(self, stream: _SlotResponse) -> None:
+        self.streams.discard(stream)
+        if not self.streams and self._task is not None:
+            self._task.cancel()  # no task left sleeping when the server stops
+            self._task = None
+
+    async def _watch(self) -> None:
+        while self.streams:
+            await asyncio.sleep(min(s.send_timeout or 0.0 for s in self.streams) / 4)
+            now = time.monotonic()
+            for stream in list(self.streams):
+                since, limit = stream.sending_since, stream.send_timeout
+                if since and limit and now - since >= limit:
+                    stream.stall()
 
 
 async def _stream(
@@ -143,22 +221,16 @@ async def _stream(
     After ``max_duration`` the stream ends between two events; the client reconnects after
     ``retry:`` and resumes from its last event id."""
     yield f"retry: {retry_ms}\n\n".encode()
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max_duration
+    until = asyncio.get_running_loop().time() + max_duration
     try:
-        async with contextlib.aclosing(tail.follow(job_id, cursor)) as batches:
-            while True:
-                try:
-                    async with asyncio.timeout_at(deadline):
-                        batch = await anext(batches)
-                except (StopAsyncIteration, TimeoutError):
-                    return
+        async with contextlib.aclosing(tail.follow(job_id, cursor, until=until)) as batches:
+            async for batch in batches:
                 if not batch:
                     yield KEEPALIVE
+                elif len(batch) == 1:
+                    yield batch[0].sse
                 else:
-                    yield batch[0].sse if len(batch) == 1 else b"".join([e.sse for e in batch])
-                if loop.time() >= deadline:
-                    return
+                    yield b"".join([e.sse for e in batch])
     except ViewerLagged:
         return  # the client reconnects with Last-Event-ID and catches up from Redis
     except CursorRefused:

@@ -219,6 +219,29 @@ async def test_tail_quiet_stream_gets_keepalive_batches(redis_url: str, prefix: 
             await follow.aclose()
 
 
+async def test_tail_viewer_ends_at_its_deadline_even_on_a_quiet_stream(
+    redis_url: str, prefix: str
+) -> None:
+    async with rig(redis_url, prefix) as r:
+        first = await r.append("job")
+        loop = asyncio.get_running_loop()
+        other = r.tail.follow("job")
+        short = r.tail.follow("job", until=loop.time() + 0.3)
+        try:
+            assert [e.id for e in await anext(other)] == [first]
+            assert [e.id for e in await anext(short)] == [first]
+            started = loop.time()
+            with pytest.raises(StopAsyncIteration):  # nothing new: the deadline alone ends it
+                await asyncio.wait_for(anext(short), 2)
+            assert 0.2 <= loop.time() - started < 1.5
+            assert r.tail.viewers == 1, "the other viewer of the stream follows on"
+            second = await r.append("job")
+            assert [e.id for e in await asyncio.wait_for(anext(other), 2)] == [second]
+        finally:
+            await short.aclose()
+            await other.aclose()
+
+
 # -- issue 17: one viewer's cursor cannot stall the others -------------------------------------
 
 
