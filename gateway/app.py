@@ -17,7 +17,7 @@ from .deps import Gateway
 from .errors import install_error_handlers
 from .middleware import BodyLimit, CatchAll, SecurityHeaders, redact_access_logs
 from .openai import chat, models, responses
-from .routes import events, generations, health, queues
+from .routes import events, generations, health, job_actions, jobs, queues
 from .routes.docs import mount_docs
 from .routes.web import mount_web
 from .settings import Settings
@@ -74,6 +74,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(generations.router)
     app.include_router(events.router)
     app.include_router(queues.router)
+    app.include_router(jobs.router)
+    app.include_router(job_actions.router)
     app.include_router(health.router)
     app.include_router(models.router)
     app.include_router(responses.router)

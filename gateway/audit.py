@@ -1,4 +1,7 @@
-"""The operations audit log: who retried or purged which dead generations, and when.
+"""The operations audit log: who did what to which generations, when, and why.
+
+Every operator action writes one entry: retry, purge, cancel, delete, enqueue,
+clear_cooldown; ``reason`` is the operator's note (None when none was given).
 
 A Redis stream under a gateway-owned key (``genq_contract.keys.GatewayKeys.audit``), trimmed
 to about ``MAX_ENTRIES``; the entry id gives the time (Redis clock).
@@ -25,6 +28,7 @@ class AuditEntry:
     queue: str
     count: int
     ids: list[str]
+    reason: str | None = None
 
 
 class Audit:
@@ -32,7 +36,15 @@ class Audit:
         self.redis = redis
         self.key = key
 
-    async def record(self, actor: str, action: str, queue: str, count: int, ids: list[str]) -> None:
+    async def record(
+        self,
+        actor: str,
+        action: str,
+        queue: str,
+        count: int,
+        ids: list[str],
+        reason: str | None = None,
+    ) -> None:
         fields = {
             "actor": actor,
             "action": action,
@@ -40,6 +52,8 @@ class Audit:
             "count": str(count),
             "ids": json.dumps(ids[:MAX_IDS]),
         }
+        if reason is not None:  # Redis has no null: no note is an absent field
+            fields["reason"] = reason
         await self.redis.xadd(self.key, fields, maxlen=MAX_ENTRIES, approximate=True)
 
     async def recent(self, limit: int) -> list[AuditEntry]:
@@ -56,4 +70,5 @@ def _entry(entry_id: Any, raw: dict[Any, Any]) -> AuditEntry:
         queue=f.get("queue", ""),
         count=int(f.get("count", 0)),
         ids=json.loads(f.get("ids", "[]")),
+        reason=f.get("reason"),
     )

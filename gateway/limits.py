@@ -1,6 +1,7 @@
-"""Per-tenant limits: an enqueue rate (token bucket, in Redis) and a cap on jobs in flight.
+"""Per-tenant limits: an enqueue rate (token bucket, in Redis), a daily quota of accepted
+generations (one counter per tenant per UTC day, in Redis) and a cap on jobs in flight.
 
-Both are shared by every gateway process, since they live in Redis. The in-flight set holds the
+All are shared by every gateway process, since they live in Redis. The in-flight set holds the
 tenant's unfinished job ids; it is pruned of finished jobs only when it looks full, so the
 common path costs one round trip.
 
@@ -41,6 +42,15 @@ CLAIM_WAIT = 15.0
 """Seconds a request waits for another one accepting the same key before a 409."""
 CLAIM_POLL = (0.002, 0.05)
 """First and longest pause between two tries at a claim (doubling, jittered)."""
+DAY = 86_400
+DAILY_KEY_MARGIN = 3_600
+"""A day's count outlives its day by this long (gateway clocks a little apart agree on it)."""
+
+
+def utc_day(now: float) -> tuple[str, float]:
+    """The UTC day ``now`` (epoch seconds) falls in, as ``YYYY-MM-DD``, and when it ends."""
+    start = now - now % DAY
+    return time.strftime("%Y-%m-%d", time.gmtime(start)), start + DAY
 
 
 class Limiter:
@@ -51,6 +61,7 @@ class Limiter:
         lua = resources.files("gateway") / "lua"
         self._token_bucket = redis.register_script((lua / "token_bucket.lua").read_text())
         self._release_claim = redis.register_script((lua / "release_claim.lua").read_text())
+        self._daily_quota = redis.register_script((lua / "daily_quota.lua").read_text())
 
     @asynccontextmanager
     async def claim(self, scoped_key: str) -> AsyncIterator[None]:
@@ -81,6 +92,31 @@ class Limiter:
                 f"enqueue rate limit reached ({rate:g}/s, bursts of {burst}); retry later",
                 retry_after=int(wait_ms) / 1000,
             )
+
+    async def charge_daily(self, tenant: str) -> str | None:
+        """Counts one accepted generation against the tenant's quota for today (UTC, by this
+        gateway's clock), or raises RateLimited until the next UTC midnight. Returns the key
+        charged, for :meth:`refund_daily`; None when the tenant has no quota."""
+        quota = self.settings.daily_quota_for(tenant)
+        if not quota:
+            return None
+        now = time.time()
+        day, day_ends = utc_day(now)
+        key = self.settings.keys.daily_count(tenant, day)
+        charged, _ = await self._daily_quota(
+            keys=[key], args=[quota, int(day_ends) + DAILY_KEY_MARGIN]
+        )
+        if not int(charged):
+            raise RateLimited(
+                f"daily quota reached ({quota} generations per UTC day); it resets at 00:00 UTC",
+                retry_after=day_ends - now,
+            )
+        return key
+
+    async def refund_daily(self, key: str | None) -> None:
+        """Gives back a charge of :meth:`charge_daily` (the generation was not accepted)."""
+        if key is not None:
+            await self.redis.decr(key)
 
     async def hold_slot(self, tenant: str, job_id: str) -> None:
         """Counts ``job_id`` against the tenant's in-flight cap, or raises RateLimited."""

@@ -12,6 +12,17 @@ def events_url(job_id: str) -> str:
     return f"/v1/generations/{job_id}/events"
 
 
+def position(job: Job) -> str:
+    """The job's place in a listing as a cursor, ``"<created ms>:<id>"``: a page that ends
+    with ``job`` continues after it (the index scores jobs by their creation millisecond)."""
+    return f"{round(job.created_at * 1000)}:{job.id}"
+
+
+def newest_first(job: Job) -> tuple[int, bytes]:
+    """Sort key (reversed) of the listing order: creation millisecond, then id bytes."""
+    return round(job.created_at * 1000), job.id.encode()
+
+
 def to_generation(job: Job, now: float | None = None) -> Generation:
     """``now`` (the Redis clock) fills ``retry_in`` for a scheduled generation."""
     payload = payload_fields(job.payload)

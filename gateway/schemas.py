@@ -21,6 +21,11 @@ MAX_PRIORITY = 9
 MAX_JSON_DEPTH = 8
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,200}$"
 MAX_BATCH = 100
+MAX_REASON = 500
+Reason = Annotated[
+    str | None,
+    Field(max_length=MAX_REASON, description="Why: kept in the audit log (GET /v1/audit)"),
+]
 INSTANT_SCHEMA = {
     "anyOf": [
         {"type": "string", "format": "date-time"},
@@ -250,80 +255,11 @@ class WatchToken(BaseModel):
     expires_at: int
 
 
-class QueueStatsOut(BaseModel):
-    name: str
-    waiting: int
-    scheduled: int
-    active: int
-    dead: int
-    oldest_wait: float
-    cooldown_remaining: float
-    viewers: int
-
-
-class DeadEntryOut(BaseModel):
-    id: str
-    reason: str
-    error: str | None
-    attempts: int
-    died_at: float
-
-
-class DeadList(BaseModel):
-    queue: str
-    total: int
-    entries: list[DeadEntryOut]
+class GenerationList(BaseModel):
+    generations: list[Generation] = Field(description="Newest first (by creation)")
     next_cursor: str | None = Field(
         default=None, description="Pass as ?cursor= for the next page; null after the last one"
     )
-
-
-class DeadSelection(BaseModel):
-    """Either ``ids`` or ``all: true``: an empty body never means "everything"."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    ids: list[str] | None = Field(default=None, max_length=1000)
-    all: bool = False
-
-    @model_validator(mode="after")
-    def _one_choice(self) -> DeadSelection:
-        if (self.ids is None) == (not self.all):
-            raise ValueError("give either 'ids' or 'all': true")
-        return self
-
-
-class AuditEntryOut(BaseModel):
-    at: float
-    actor: str
-    action: str
-    queue: str
-    count: int
-    ids: list[str]
-
-
-class AuditLog(BaseModel):
-    entries: list[AuditEntryOut]
-
-
-class HistoryBucket(BaseModel):
-    start: int
-    peak_depth: int = Field(description="Largest waiting + scheduled seen in the step")
-    longest_wait: float | None
-
-
-class QueueHistory(BaseModel):
-    queue: str
-    step: int
-    buckets: list[HistoryBucket]
-
-
-class Count(BaseModel):
-    count: int
-
-
-class Done(BaseModel):
-    ok: bool
 
 
 class ErrorDetail(BaseModel):

@@ -31,6 +31,8 @@ class TenantLimits(BaseModel):
     max_in_flight: int | None = Field(default=None, ge=1)
     max_streams: int | None = Field(default=None, ge=1)
     max_waits: int | None = Field(default=None, ge=1)
+    daily_quota: int | None = Field(default=None, ge=0)
+    """Generations accepted per UTC day; 0 = no quota for this tenant."""
 
 
 class Settings(CommonSettings):
@@ -63,6 +65,8 @@ class Settings(CommonSettings):
     tenant_max_in_flight: int = Field(default=10_000, ge=1)
     """A backstop against one tenant filling Redis: the fair share (GENQ_TENANT_WEIGHTS,
     GENQ_TENANT_CONCURRENCY) already keeps a tenant's backlog from delaying the others."""
+    tenant_daily_quota: int = Field(default=0, ge=0)
+    """Generations one tenant may have accepted per UTC day (replays are free); 0 = no quota."""
     tenant_limits: dict[str, TenantLimits] = {}
 
     watch_token_ttl: float = Field(default=3600.0, gt=0)
@@ -149,6 +153,11 @@ class Settings(CommonSettings):
             custom.burst or self.tenant_burst,
             custom.max_in_flight or self.tenant_max_in_flight,
         )
+
+    def daily_quota_for(self, tenant: str) -> int:
+        """Generations the tenant may have accepted per UTC day; 0 = no quota."""
+        quota = self.tenant_limits.get(tenant, TenantLimits()).daily_quota
+        return self.tenant_daily_quota if quota is None else quota
 
     def max_streams_for(self, tenant: str) -> int:
         """Event streams the tenant may hold open at once (per gateway process)."""

@@ -4,8 +4,9 @@ Idempotency keys are scoped to the tenant (``<tenant>:<key>``) and stored by the
 lifetime is the queue's: bound while the job lives and for ``result_ttl`` after it completed,
 released when it failed or was cancelled. A replay with the same body gets the same job; the
 same key with another body (another model included, which is another provider's queue) is
-refused with 422. A replay is answered before any limit is charged, even one racing its
-original: the key's acceptance is claimed first (:meth:`gateway.limits.Limiter.claim`).
+refused with 422. A replay is answered before any limit (rate, daily quota, in flight) is
+charged, even one racing its original: the key's acceptance is claimed first
+(:meth:`gateway.limits.Limiter.claim`). A daily charge is given back when the enqueue fails.
 """
 
 from __future__ import annotations
@@ -77,8 +78,14 @@ async def _submit(
         gateway.metrics.refused.labels("rate").inc()
         raise
     try:
+        charged = await gateway.limiter.charge_daily(tenant)
+    except RateLimited:
+        gateway.metrics.refused.labels("daily_quota").inc()
+        raise
+    try:
         await gateway.limiter.hold_slot(tenant, job_id)
     except RateLimited:
+        await gateway.limiter.refund_daily(charged)
         gateway.metrics.refused.labels("in_flight").inc()
         raise
     payload = GenerationPayload(
@@ -100,16 +107,22 @@ async def _submit(
             tenant=tenant,  # waiting jobs are served round-robin across tenants
         )
     except BaseException:
-        await asyncio.shield(gateway.limiter.release(tenant, job_id))
+        await asyncio.shield(_undo(gateway, tenant, job_id, charged))
         raise
     if enqueued.deduplicated:  # a concurrent request with the same key won the race
-        await gateway.limiter.release(tenant, job_id)
+        await _undo(gateway, tenant, job_id, charged)
         job = await queue.get(enqueued.id)
         if job is not None:
             return _replay(job, tenant, fingerprint, gateway, queue_name=provider)
         raise Unprocessable("the generation bound to this Idempotency-Key just expired; retry")
     gateway.metrics.enqueued.labels(provider).inc()
     return Submitted(job_id, "scheduled" if delay_ms else "waiting", deduplicated=False)
+
+
+async def _undo(gateway: Gateway, tenant: str, job_id: str, charged: str | None) -> None:
+    """Gives back what accepting ``job_id`` took: its in-flight slot and its daily charge."""
+    await gateway.limiter.release(tenant, job_id)
+    await gateway.limiter.refund_daily(charged)
 
 
 async def _until(queue: Queue, run_at: float) -> float:

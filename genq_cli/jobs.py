@@ -3,20 +3,25 @@
 Exit codes of the commands that report a job's outcome (``jobs get``, ``enqueue --watch``):
 0 completed, 1 failed, 2 cancelled, 3 not finished yet (``jobs get`` without ``--watch``),
 4 the command itself failed (unknown id, bad key, gateway unreachable).
+
+With ``--queue`` (an admin key), ``jobs list`` and ``jobs cancel|retry|delete`` operate any
+tenant's jobs in that queue: ids, or ``--all --status S`` (a snapshot taken by the gateway).
+Exit codes: 0 every selected job was acted on, 1 some were not (finished, gone, not in that
+state) or the confirmation was declined, 4 the command failed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from typing import Any
+from typing import Any, Literal
 
 import typer
 
-from genq_client import AsyncClient, Event
+from genq_client import AsyncClient, Event, JobPage
 from genq_contract.events import CANCELLED, CHUNK, COMPLETED, FAILED, PROGRESS, RESTARTED
 
-from .support import client, fail, run, write
+from .support import client, fail, one_line, run, write
 
 EXIT_BY_STATUS = {COMPLETED: 0, FAILED: 1, CANCELLED: 2}
 EXIT_UNFINISHED = 3
@@ -98,6 +103,128 @@ def cancel(job_id: str) -> int:
         return 0 if answer["cancelled"] else 1
 
     return run(go)
+
+
+# -- operating a queue (admin key) --------------------------------------------------------------
+
+Action = Literal["cancel", "retry", "delete"]
+DONE = {"cancel": "cancelled", "retry": "retried", "delete": "deleted"}
+LIST_COLUMNS = ("id", "status", "tenant", "model", "attempt", "created", "error")
+BULK_IDS = 1000
+"""Ids per bulk request (the gateway's limit)."""
+
+
+def list_jobs(
+    queue: str,
+    *,
+    status: str | None,
+    tenant: str | None,
+    model: str | None,
+    limit: int,
+    cursor: str | None,
+    all_pages: bool,
+    as_json: bool,
+) -> int:
+    """Prints a queue's jobs, newest first: a table, or one JSON object per line."""
+
+    async def go() -> tuple[list[dict[str, Any]], JobPage]:
+        async with client() as genq:
+            rows: list[dict[str, Any]] = []
+            at = cursor
+            while True:
+                page = await genq.list_jobs(
+                    queue, status=status, tenant=tenant, model=model, limit=limit, cursor=at
+                )
+                rows += page.jobs
+                if not all_pages or page.next_cursor is None:
+                    return rows, page
+                at = page.next_cursor
+
+    rows, last = run(go)
+    if as_json:
+        for row in rows:
+            typer.echo(json.dumps(row))
+    else:
+        _table(queue, rows)
+        counts = ", ".join(f"{n} {name}" for name, n in last.counts.items())
+        typer.echo(f"{len(rows)} job(s) shown; in {queue}: {counts}", err=True)
+    if last.next_cursor is not None:
+        typer.echo(f"more: --cursor {last.next_cursor} (or --all-pages)", err=True)
+    return 0
+
+
+def _table(queue: str, rows: list[dict[str, Any]]) -> None:
+    import time
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"jobs in {queue}")
+    for name in LIST_COLUMNS:
+        table.add_column(name, justify="right" if name == "attempt" else "left")
+    for row in rows:
+        created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["created_at"]))
+        table.add_row(
+            row["id"],
+            row["status"],
+            row.get("tenant") or "",
+            row.get("model") or "",
+            f"{row['attempt']}/{row['max_attempts']}",
+            created,
+            one_line(row.get("error") or "")[:60],
+        )
+    Console(width=160).print(table)
+
+
+def act(
+    action: Action,
+    queue: str,
+    ids: list[str],
+    *,
+    all_: bool,
+    status: str | None,
+    tenant: str | None,
+    reason: str | None,
+    yes: bool,
+) -> int:
+    """Cancels, retries or deletes the given ids, or (``--all``) every job of ``status``."""
+    if bool(ids) == all_:
+        fail("give job ids or --all --status S (not both)")
+    if all_ and status is None:
+        fail("--all needs --status")
+    if not all_ and (status is not None or tenant is not None):
+        fail("--status and --tenant select with --all, not with ids")
+
+    async def matching() -> int:
+        async with client() as genq:
+            page = await genq.list_jobs(queue, status=status, tenant=tenant, limit=1)
+        return page.counts.get("failed" if status == "dead" else str(status), 0)
+
+    if all_ and not yes:
+        count = run(matching)
+        whose = f" of tenant {tenant}" if tenant else ""
+        if not typer.confirm(f"{action} {count} {status} job(s){whose} in {queue}?"):
+            typer.echo("nothing done", err=True)
+            return 1
+
+    async def go() -> tuple[int, int]:
+        async with client() as genq:
+            if all_:
+                done = await genq.bulk(action, queue, status=status, tenant=tenant, reason=reason)
+                return done.count, done.matched
+            acted = matched = 0
+            for start in range(0, len(ids), BULK_IDS):
+                chunk = ids[start : start + BULK_IDS]
+                done = await genq.bulk(action, queue, chunk, reason=reason)
+                acted, matched = acted + done.count, matched + done.matched
+            return acted, matched
+
+    acted, matched = run(go)
+    typer.echo(f"{DONE[action]} {acted} of {matched} matching job(s) in {queue}")
+    missing = len(set(ids)) - matched
+    if missing > 0:
+        typer.echo(f"{missing} id(s) are not jobs of {queue}", err=True)
+    return 0 if acted == matched and missing <= 0 else 1
 
 
 def show(record: dict[str, Any]) -> None:

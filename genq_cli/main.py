@@ -12,7 +12,9 @@ app = typer.Typer(help="genq: durable AI generations.", no_args_is_help=True)
 keys_app = typer.Typer(help="Manage API keys (stored hashed in Redis).", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 jobs_app = typer.Typer(
-    help="Follow or cancel one generation (HTTP: GENQ_URL, GENQ_API_KEY).", no_args_is_help=True
+    help="Follow or cancel a generation; with --queue (admin key) list and operate a queue's "
+    "jobs (HTTP: GENQ_URL, GENQ_API_KEY).",
+    no_args_is_help=True,
 )
 app.add_typer(jobs_app, name="jobs")
 dead_app = typer.Typer(
@@ -32,6 +34,13 @@ ProgressBar = Annotated[
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON")]
 QueueOpt = Annotated[str | None, typer.Option(help="Only this queue (a provider name)")]
+JobQueue = Annotated[str, typer.Option("--queue", help="The queue (a provider name)")]
+JobIds = Annotated[list[str] | None, typer.Argument(help="Generation ids", show_default=False)]
+AllJobs = Annotated[bool, typer.Option("--all", help="Every job of --status (and --tenant)")]
+StatusOpt = Annotated[str | None, typer.Option(help="With --all: the status to select")]
+TenantOpt = Annotated[str | None, typer.Option(help="Only this tenant's jobs")]
+Reason = Annotated[str | None, typer.Option(help="Why (kept in the audit log)")]
+Yes = Annotated[bool, typer.Option("--yes", "-y", help="With --all: do not ask to confirm")]
 
 
 @app.callback()
@@ -147,12 +156,128 @@ def jobs_get(
     raise typer.Exit(get(job_id, watch=watch, progress=progress, as_json=as_json))
 
 
-@jobs_app.command("cancel")
-def jobs_cancel(job_id: Annotated[str, typer.Argument(help="The generation id")]) -> None:
-    """Cancel a generation (exit 1 if it had already finished otherwise)."""
-    from .jobs import cancel
+@jobs_app.command("list")
+def jobs_list(
+    queue: JobQueue,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            help="waiting, scheduled, active, completed, failed, cancelled or dead (= failed)"
+        ),
+    ] = None,
+    tenant: TenantOpt = None,
+    model: Annotated[str | None, typer.Option(help="Only jobs of this model")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=200, help="Rows per page")] = 50,
+    cursor: Annotated[str | None, typer.Option(help="Start after this (a page's cursor)")] = None,
+    all_pages: Annotated[bool, typer.Option("--all-pages", help="Every page, not one")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line")] = False,
+) -> None:
+    """Any tenant's jobs in a queue, newest first (admin key)."""
+    from .jobs import list_jobs
 
-    raise typer.Exit(cancel(job_id))
+    raise typer.Exit(
+        list_jobs(
+            queue,
+            status=status,
+            tenant=tenant,
+            model=model,
+            limit=limit,
+            cursor=cursor,
+            all_pages=all_pages,
+            as_json=as_json,
+        )
+    )
+
+
+@jobs_app.command("cancel")
+def jobs_cancel(
+    ids: JobIds = None,
+    queue: Annotated[
+        str | None, typer.Option(help="Operate this queue (admin key): any tenant's jobs")
+    ] = None,
+    all_: AllJobs = False,
+    status: StatusOpt = None,
+    tenant: TenantOpt = None,
+    reason: Reason = None,
+    yes: Yes = False,
+) -> None:
+    """Cancel a generation of yours; with --queue, any tenant's ids or --all --status
+    (waiting, scheduled, active). Exit 1 if some had already finished."""
+    from .jobs import act, cancel
+    from .support import fail
+
+    if queue is None:
+        if all_ or status or tenant or reason or len(ids or []) != 1:
+            fail("without --queue, give exactly one id (your own generation)")
+        raise typer.Exit(cancel((ids or [""])[0]))
+    raise typer.Exit(
+        act(
+            "cancel",
+            queue,
+            ids or [],
+            all_=all_,
+            status=status,
+            tenant=tenant,
+            reason=reason,
+            yes=yes,
+        )
+    )
+
+
+@jobs_app.command("retry")
+def jobs_retry(
+    queue: JobQueue,
+    ids: JobIds = None,
+    all_: AllJobs = False,
+    status: StatusOpt = None,
+    tenant: TenantOpt = None,
+    reason: Reason = None,
+    yes: Yes = False,
+) -> None:
+    """Put failed or cancelled generations back in line, same ids (admin key): ids, or --all
+    --status (failed, cancelled, dead). Exit 1 if some could not be retried."""
+    from .jobs import act
+
+    raise typer.Exit(
+        act(
+            "retry",
+            queue,
+            ids or [],
+            all_=all_,
+            status=status,
+            tenant=tenant,
+            reason=reason,
+            yes=yes,
+        )
+    )
+
+
+@jobs_app.command("delete")
+def jobs_delete(
+    queue: JobQueue,
+    ids: JobIds = None,
+    all_: AllJobs = False,
+    status: StatusOpt = None,
+    tenant: TenantOpt = None,
+    reason: Reason = None,
+    yes: Yes = False,
+) -> None:
+    """Delete finished generations for good (admin key): ids, or --all --status (completed,
+    failed, cancelled, dead). Exit 1 if some had not finished."""
+    from .jobs import act
+
+    raise typer.Exit(
+        act(
+            "delete",
+            queue,
+            ids or [],
+            all_=all_,
+            status=status,
+            tenant=tenant,
+            reason=reason,
+            yes=yes,
+        )
+    )
 
 
 @app.command()

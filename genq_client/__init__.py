@@ -5,6 +5,18 @@ genq = Client("http://127.0.0.1:8000", api_key)
 text = genq.text(genq.generate("demo/fast", prompt="hi").id)
 """
 
-from ._client import APIError, AsyncClient, Client, Created, Event
+from ._client import AsyncClient, Client, Event
+from ._common import APIError, Created
+from ._operations import BulkOutcome, CancelOutcome, GenerationPage, JobPage
 
-__all__ = ["APIError", "AsyncClient", "Client", "Created", "Event"]
+__all__ = [
+    "APIError",
+    "AsyncClient",
+    "BulkOutcome",
+    "CancelOutcome",
+    "Client",
+    "Created",
+    "Event",
+    "GenerationPage",
+    "JobPage",
+]

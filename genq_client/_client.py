@@ -30,30 +30,14 @@ from typing import Any
 import httpx
 from anyio.from_thread import start_blocking_portal
 
+from ._common import APIError, Created, created_from, generate_body, raise_for
+from ._operations import AsyncOperations, BlockingOperations
+
 TERMINAL_TYPES = frozenset({"completed", "failed", "cancelled"})
 WAIT_SLICE = 30.0
 GENERATE_ATTEMPTS = 3
 BATCH_SIZE = 100
 """Items per ``POST /v1/generations:batch`` (the gateway's limit)."""
-
-
-class APIError(Exception):
-    """A non-2xx answer. ``retry_after`` is set on 429 and 503."""
-
-    def __init__(self, status: int, detail: Any, retry_after: float | None = None) -> None:
-        super().__init__(f"HTTP {status}: {detail}")
-        self.status = status
-        self.detail = detail
-        self.retry_after = retry_after
-
-
-@dataclass(frozen=True)
-class Created:
-    id: str
-    status: str
-    deduplicated: bool
-    events_url: str
-    watch_token: str
 
 
 @dataclass(frozen=True)
@@ -136,44 +120,12 @@ async def _events(response: httpx.Response, parser: _SSEParser) -> AsyncGenerato
         yield event
 
 
-def _created(body: dict[str, Any]) -> Created:
-    return Created(
-        id=body["id"],
-        status=body["status"],
-        deduplicated=body["deduplicated"],
-        events_url=body["events_url"],
-        watch_token=body["watch_token"],
-    )
-
-
 def _item_outcome(item: dict[str, Any]) -> Created | APIError:
     """One entry of a batch answer: the generation, or the error a single POST would raise."""
     error = item.get("error")
     if error is not None:
         return APIError(error["status"], error["detail"])
-    return _created(item)
-
-
-def _raise_for(response: httpx.Response) -> None:
-    if response.is_success:
-        return
-    try:
-        detail = response.json().get("detail")
-    except ValueError:
-        detail = response.text
-    retry_after = response.headers.get("Retry-After")
-    raise APIError(
-        response.status_code, detail, float(retry_after) if retry_after is not None else None
-    )
-
-
-def _generate_body(model: str, prompt: str | None, messages: Any, **fields: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model, **{k: v for k, v in fields.items() if v is not None}}
-    if prompt is not None:
-        body["prompt"] = prompt
-    if messages is not None:
-        body["messages"] = messages
-    return body
+    return created_from(item)
 
 
 def _stream_headers(cursor: str | None) -> dict[str, str]:
@@ -193,7 +145,7 @@ def _backoff(parser_retry: float | None, failures: int) -> float:
     return min(30.0, base * 2.0 ** min(failures, 5)) * random.uniform(0.5, 1.0)
 
 
-class AsyncClient:
+class AsyncClient(AsyncOperations):
     def __init__(
         self,
         base_url: str,
@@ -232,7 +184,7 @@ class AsyncClient:
         metadata: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
     ) -> Created:
-        body = _generate_body(
+        body = generate_body(
             model,
             prompt,
             messages,
@@ -242,7 +194,7 @@ class AsyncClient:
             metadata=metadata,
         )
         headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
-        return _created((await self._post("/v1/generations", body, headers)).json())
+        return created_from((await self._post("/v1/generations", body, headers)).json())
 
     async def generate_many(self, items: list[dict[str, Any]]) -> list[Created | APIError]:
         """Enqueues many generations: ``items`` are bodies of ``POST /v1/generations`` (model,
@@ -272,19 +224,19 @@ class AsyncClient:
                     raise
             else:
                 if response.status_code != 503 or attempt == GENERATE_ATTEMPTS - 1:
-                    _raise_for(response)
+                    raise_for(response)
                     return response
             await asyncio.sleep(0.2 * 2**attempt)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def get(self, job_id: str) -> dict[str, Any]:
         response = await self._http.get(f"/v1/generations/{job_id}")
-        _raise_for(response)
+        raise_for(response)
         return dict(response.json())
 
     async def cancel(self, job_id: str) -> dict[str, Any]:
         response = await self._http.post(f"/v1/generations/{job_id}/cancel")
-        _raise_for(response)
+        raise_for(response)
         return dict(response.json())
 
     async def wait(self, job_id: str, timeout: float | None = None) -> dict[str, Any]:
@@ -298,7 +250,7 @@ class AsyncClient:
                 params={"timeout": slice_},
                 timeout=slice_ + 10,
             )
-            _raise_for(response)
+            raise_for(response)
             if response.status_code == 200:
                 return dict(response.json())
             if deadline is not None and time.monotonic() >= deadline:
@@ -319,7 +271,7 @@ class AsyncClient:
                         return
                     if _fatal(response.status_code):
                         await response.aread()
-                        _raise_for(response)
+                        raise_for(response)
                     if response.is_success:
                         parser.reset()
                         async for event in _events(response, parser):
@@ -359,9 +311,11 @@ def _gather(gathered: list[str], event: Event) -> list[str]:
     return gathered
 
 
-class Client:
+class Client(BlockingOperations):
     """The blocking twin of :class:`AsyncClient`: the same client, run on an event loop in a
     background thread (anyio's blocking portal), so both behave exactly alike."""
+
+    _async: AsyncClient
 
     def __init__(
         self,

@@ -6,7 +6,8 @@ Two kinds:
   Cluster slot: the count of provider 429s (workers INCR it, the gateway's ``/metrics`` reads
   it) and the queue-depth history of the operations chart (every gateway process samples it);
 - the gateway's own keys under the queue namespace: API keys (``genq keys`` writes them, the
-  gateway reads them), per-tenant rate buckets and in-flight sets, the operations audit log.
+  gateway reads them), per-tenant rate buckets, daily counts and in-flight sets, the
+  operations audit log.
   Queue keys start with ``{``, so these never collide with a provider's queue.
 """
 
@@ -49,6 +50,11 @@ class GatewayKeys:
     def rate(self, tenant: str) -> str:
         """hash: the tenant's enqueue token bucket."""
         return self._key(f"rate:{tenant}")
+
+    def daily_count(self, tenant: str, day: str) -> str:
+        """string: generations accepted for the tenant on UTC ``day`` (``YYYY-MM-DD``); it
+        expires after that day (``gateway.limits.Limiter.charge_daily``)."""
+        return self._key(f"daily:{tenant}:{day}")
 
     def in_flight(self, tenant: str) -> str:
         """zset: the tenant's unfinished job ids, scored by the time they were accepted (ms)."""

@@ -1,5 +1,5 @@
-"""Generations: enqueue (one, or a batch), read, cancel, wait for the result, mint a fresh
-watch token."""
+"""Generations: enqueue (one, or a batch), list the caller's, read, cancel, wait for the
+result, mint a fresh watch token."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from ..deps import (
     tenant_of,
 )
 from ..disconnect import unless_disconnected
-from ..errors import NotFound, error_response
-from ..records import events_url, to_generation
+from ..errors import BadRequest, NotFound, error_response
+from ..records import events_url, newest_first, position, to_generation
 from ..schemas import (
     ERRORS,
     IDEMPOTENCY_KEY_PATTERN,
@@ -38,6 +38,7 @@ from ..schemas import (
     CancelResult,
     Generation,
     GenerationCreated,
+    GenerationList,
     GenerationRequest,
     WatchToken,
 )
@@ -134,6 +135,58 @@ def _created(
         watch_token=token,
         watch_token_expires_at=expires,
     )
+
+
+@router.get("", response_model=GenerationList)
+async def list_generations(
+    gateway: GatewayDep,
+    principal: PrincipalDep,
+    status: Annotated[
+        str | None, Query(max_length=20, description="A status, or dead (= failed)")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 20,
+    cursor: Annotated[
+        str | None, Query(max_length=300, description="next_cursor of the previous page")
+    ] = None,
+) -> GenerationList:
+    """The caller's own generations across every model, newest first (by creation). Paging
+    with ``next_cursor`` while generations come and go never repeats one and never skips one
+    that kept its status; a page may hold fewer than ``limit`` and still have a next one.
+    Finished generations leave once their records expire (``GENQ_RESULT_TTL``)."""
+    tenant = principal.tenant
+    try:
+        pages = await asyncio.gather(
+            *(
+                queue.jobs(status or None, tenant, limit, cursor or None)
+                for _, queue in gateway.queues
+            )
+        )
+    except ValueError as exc:  # a malformed status or cursor
+        raise BadRequest(str(exc)) from None
+    # Each queue's page ends somewhere; past the newest of those ends a queue may hold jobs not
+    # read yet, so the merged page stops there (and goes on from there next time).
+    ends = [page.next_cursor for page in pages if page.next_cursor is not None]
+    stop = max(ends, key=_position_key, default=None)
+    jobs = sorted(
+        (job for page in pages for job in page.jobs if tenant_of(job) == tenant),
+        key=newest_first,
+        reverse=True,
+    )
+    if stop is not None:
+        jobs = [job for job in jobs if newest_first(job) >= _position_key(stop)]
+    shown = jobs[:limit]
+    next_cursor = position(shown[-1]) if len(jobs) > limit else stop
+    scheduled = any(job.status is JobStatus.SCHEDULED for job in shown)
+    now = await next(iter(gateway.queues))[1].server_time() if scheduled else None
+    generations = [to_generation(job, now) for job in shown]
+    return GenerationList(generations=generations, next_cursor=next_cursor)
+
+
+def _position_key(cursor: str) -> tuple[int, bytes]:
+    """A listing cursor (``"<ms>:<id>"``, well formed: a queue made it) as a ``newest_first``
+    key."""
+    created, _, job_id = cursor.partition(":")
+    return int(created), job_id.encode()
 
 
 @router.get("/{job_id}", response_model=Generation)

@@ -1,4 +1,5 @@
-"""Operating the queues (admin role): stats, history, any job, dead letters, the audit log."""
+"""Operating the queues (admin role): stats, history, dead letters, the audit log (jobs:
+``routes/jobs.py``)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,11 @@ from fastapi import APIRouter, Path, Query
 
 from genq import Queue
 
-from ..deps import AdminDep, Gateway, GatewayDep, JobId, tenant_of
+from ..deps import AdminDep, Gateway, GatewayDep, JobId
 from ..errors import BadRequest, NotFound
 from ..history import STEP
-from ..records import to_generation
-from ..schemas import (
-    ERRORS,
-    AdminGeneration,
+from ..ops_schemas import (
+    ActionReason,
     AuditEntryOut,
     AuditLog,
     Count,
@@ -27,10 +26,17 @@ from ..schemas import (
     QueueHistory,
     QueueStatsOut,
 )
+from ..schemas import (
+    ERRORS,
+    MAX_REASON,
+)
 
 router = APIRouter(tags=["operations"], responses=ERRORS)
 
 QueueName = Annotated[str, Path(min_length=1, max_length=100, description="A provider name")]
+ReasonQuery = Annotated[
+    str | None, Query(max_length=MAX_REASON, description="Why: kept in the audit log")
+]
 DEAD_PAGE = 500
 
 
@@ -62,13 +68,15 @@ async def queue_stats(name: QueueName, gateway: GatewayDep, _: AdminDep) -> Queu
 
 @router.delete("/v1/queues/{name}/cooldown", response_model=QueueStatsOut)
 async def clear_cooldown(
-    name: QueueName, gateway: GatewayDep, principal: AdminDep
+    name: QueueName, gateway: GatewayDep, principal: AdminDep, reason: ReasonQuery = None
 ) -> QueueStatsOut:
     """Ends the queue's cooldown (the pause after a provider's 429) now, so its jobs run again
     at once; answers the queue's stats. Audited (count 1 when a cooldown was in force)."""
     queue = gateway.queues.by_provider(name)
     remaining = await queue.clear_cooldown()
-    await gateway.audit.record(principal.actor, "clear_cooldown", name, int(remaining > 0), [])
+    await gateway.audit.record(
+        principal.actor, "clear_cooldown", name, int(remaining > 0), [], reason
+    )
     return await _stats(gateway, name, queue)
 
 
@@ -77,30 +85,6 @@ async def queue_history(name: QueueName, gateway: GatewayDep, _: AdminDep) -> Qu
     """The last 24 hours in half-hour steps, oldest first: peak depth and longest wait."""
     buckets = await gateway.history.read(gateway.queues.by_provider(name))
     return QueueHistory(queue=name, step=STEP, buckets=[HistoryBucket(**vars(b)) for b in buckets])
-
-
-@router.get("/v1/queues/{name}/jobs/{job_id}", response_model=AdminGeneration)
-async def queue_job(
-    name: QueueName, job_id: JobId, gateway: GatewayDep, _: AdminDep
-) -> AdminGeneration:
-    """Any tenant's generation in this queue, with its request and a watch token."""
-    provider, queue = gateway.queues.locate(job_id)
-    job = await queue.get(job_id) if provider == name else None
-    if job is None:
-        raise NotFound("generation not found")
-    tenant = tenant_of(job)
-    token, expires = gateway.tokens.issue(str(tenant), job_id)
-    payload = job.payload if isinstance(job.payload, dict) else {"value": job.payload}
-    now = await queue.server_time()
-    return AdminGeneration(
-        **to_generation(job, now).model_dump(),
-        tenant=tenant,
-        queue=name,
-        payload={k: v for k, v in payload.items() if k not in ("tenant", "fingerprint")},
-        result=job.result,
-        watch_token=token,
-        watch_token_expires_at=expires,
-    )
 
 
 @router.get("/v1/queues/{name}/dead", response_model=DeadList)
@@ -131,13 +115,19 @@ async def list_dead(
 
 @router.post("/v1/queues/{name}/dead/{job_id}/retry", response_model=Done)
 async def retry_dead(
-    name: QueueName, job_id: JobId, gateway: GatewayDep, principal: AdminDep
+    name: QueueName,
+    job_id: JobId,
+    gateway: GatewayDep,
+    principal: AdminDep,
+    body: ActionReason | None = None,
 ) -> Done:
     """Puts a dead generation back in its queue with fresh attempts."""
     queue = gateway.queues.by_provider(name)
     if not await queue.retry_dead(job_id):
         raise NotFound("no dead generation with this id in this queue")
-    await gateway.audit.record(principal.actor, "retry", name, 1, [job_id])
+    await gateway.audit.record(
+        principal.actor, "retry", name, 1, [job_id], body.reason if body else None
+    )
     return Done(ok=True)
 
 
@@ -148,7 +138,7 @@ async def retry_dead_many(
     """Puts the given dead generations (or all of them: ``{"all": true}``) back."""
     queue = gateway.queues.by_provider(name)
     moved = await _each_dead(queue, body, queue.retry_dead)
-    await gateway.audit.record(principal.actor, "retry", name, len(moved), moved)
+    await gateway.audit.record(principal.actor, "retry", name, len(moved), moved, body.reason)
     return Count(count=len(moved))
 
 
@@ -160,7 +150,7 @@ async def purge_dead(
     queue = gateway.queues.by_provider(name)
     ids = body.ids if body.ids is not None else await _all_dead(queue)
     purged = await queue.purge_dead(ids=ids) if ids else 0
-    await gateway.audit.record(principal.actor, "purge", name, purged, ids)
+    await gateway.audit.record(principal.actor, "purge", name, purged, ids, body.reason)
     return Count(count=purged)
 
 
@@ -168,8 +158,8 @@ async def purge_dead(
 async def audit_log(
     gateway: GatewayDep, _: AdminDep, limit: Annotated[int, Query(ge=1, le=1000)] = 50
 ) -> AuditLog:
-    """Operators' actions, newest first: who, what, how many (retries and purges of dead
-    generations, cooldowns cleared)."""
+    """Operators' actions, newest first: who, what, how many, which ids, why (retries,
+    purges, cancels, deletes, enqueues on a tenant's behalf, cooldowns cleared)."""
     entries = await gateway.audit.recent(limit)
     return AuditLog(entries=[AuditEntryOut(**vars(e)) for e in entries])
 

@@ -147,3 +147,64 @@ async def test_gateway_history_on_cluster_reports_sampled_buckets(
         assert [b["peak_depth"] for b in other["buckets"]] == [0] * 48
     finally:
         await client.aclose()
+
+
+async def test_gateway_on_cluster_lists_and_acts_on_jobs_in_bulk(
+    cluster: LocalCluster, cluster_url: str
+) -> None:
+    namespace, _ = namespace_across_nodes(cluster)
+    client = connect(cluster_url)
+    script = Script()
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            with LiveGateway(make_settings(cluster_url, namespace)) as live:
+                alpha = await stack.enter_async_context(client_for(live, KEY_ALPHA))
+                admin = await stack.enter_async_context(client_for(live, KEY_ADMIN))
+                made = [
+                    (await create(alpha, model=model, delay_ms=60_000))["id"]
+                    for model in ("demo/fast", "other/model") * 3
+                ]
+                # The caller's listing merges the queues, each on its own master.
+                seen, cursor = [], None
+                while True:
+                    params = {"limit": 4, **({"cursor": cursor} if cursor else {})}
+                    page = (await alpha.get("/v1/generations", params=params)).json()
+                    seen += [g["id"] for g in page["generations"]]
+                    if (cursor := page["next_cursor"]) is None:
+                        break
+                assert seen == list(reversed(made))
+
+                on_demo = made[0::2]
+                body = {"all": True, "status": "scheduled", "reason": "drill"}
+                cancel = await admin.post("/v1/queues/demo/jobs/cancel", json=body)
+                assert cancel.json() == {"count": 3, "matched": 3}
+                listing = (await admin.get("/v1/queues/demo/jobs")).json()
+                assert listing["counts"]["cancelled"] == 3
+                assert {row["status"] for row in listing["jobs"]} == {"cancelled"}
+
+                for provider in PROVIDERS:  # the workers start only now
+                    queue = Queue(client, prefix=f"{namespace}:{provider}")
+                    await stack.enter_async_context(queue.worker(script.handle, concurrency=8))
+                retry = await admin.post("/v1/queues/demo/jobs/retry", json={"ids": on_demo[:2]})
+                assert retry.json() == {"count": 2, "matched": 2}
+                for job_id in on_demo[:2]:
+                    result = await alpha.get(
+                        f"/v1/generations/{job_id}/result", params={"timeout": 10}
+                    )
+                    assert result.json()["text"] == "t0 t1 t2 "
+
+                finished = {"all": True, "status": "completed"}
+                delete = await admin.post("/v1/queues/demo/jobs/delete", json=finished)
+                assert delete.json() == {"count": 2, "matched": 2}
+                left = (await admin.get("/v1/queues/demo/jobs")).json()
+                assert [row["id"] for row in left["jobs"]] == [on_demo[2]]
+                other = (await admin.get("/v1/queues/other/jobs")).json()
+                assert other["counts"]["scheduled"] == 3  # the other queue untouched
+
+                audit = (await admin.get("/v1/audit", params={"limit": 3})).json()["entries"]
+                assert [(e["action"], e["count"], e["reason"]) for e in audit] == [
+                    ("delete", 2, None), ("retry", 2, None), ("cancel", 3, "drill"),
+                ]  # fmt: skip
+                assert sorted(audit[2]["ids"]) == sorted(on_demo)
+    finally:
+        await client.aclose()

@@ -1,0 +1,59 @@
+"""What the client's modules share: its answers' types and how an HTTP answer is read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+
+class APIError(Exception):
+    """A non-2xx answer. ``retry_after`` is set on 429 and 503."""
+
+    def __init__(self, status: int, detail: Any, retry_after: float | None = None) -> None:
+        super().__init__(f"HTTP {status}: {detail}")
+        self.status = status
+        self.detail = detail
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Created:
+    id: str
+    status: str
+    deduplicated: bool
+    events_url: str
+    watch_token: str
+
+
+def created_from(body: dict[str, Any]) -> Created:
+    return Created(
+        id=body["id"],
+        status=body["status"],
+        deduplicated=body["deduplicated"],
+        events_url=body["events_url"],
+        watch_token=body["watch_token"],
+    )
+
+
+def raise_for(response: httpx.Response) -> None:
+    if response.is_success:
+        return
+    try:
+        detail = response.json().get("detail")
+    except ValueError:
+        detail = response.text
+    retry_after = response.headers.get("Retry-After")
+    raise APIError(
+        response.status_code, detail, float(retry_after) if retry_after is not None else None
+    )
+
+
+def generate_body(model: str, prompt: str | None, messages: Any, **fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, **{k: v for k, v in fields.items() if v is not None}}
+    if prompt is not None:
+        body["prompt"] = prompt
+    if messages is not None:
+        body["messages"] = messages
+    return body
