@@ -1,5 +1,6 @@
-// The operations dashboard: queue counts, the 24-hour chart, dead letters with retry and
-// purge, the audit log, and one job's record with its event stream live.
+// The operations dashboard: queue counts, the Jobs view (admin_jobs.js), the 24-hour chart,
+// dead letters with retry and purge, the audit log, and one job's record with its event stream
+// live.
 //
 // Everything but the job's events is polled (a few small JSON requests every few seconds), so
 // the page holds at most one EventSource: browsers allow six connections per origin.
@@ -14,10 +15,13 @@ import {
   formatDuration,
   formatTime,
   request,
+  selectCell,
+  selectRow,
   setupKeyField,
   textChange,
   toDate,
 } from "./api.js";
+import { loadJobs, setQueue, setupJobs } from "./admin_jobs.js";
 
 const $ = (id) => document.getElementById(id);
 const api = (path, options = {}) => request(path, { ...options, auth: "admin" });
@@ -114,7 +118,7 @@ async function selectQueue(name, ev) {
   selectedIds.clear();
   $("dead-status").textContent = "";
   if (!name) return;
-  await Promise.allSettled([loadDead(), loadHistory()]);
+  await Promise.allSettled([loadDead(), loadHistory(), setQueue(name)]);
 }
 
 $("queue").addEventListener("change", (ev) => selectQueue(ev.target.value));
@@ -322,18 +326,7 @@ function renderDead() {
     return el(
       "tr",
       { class: checked ? "selected" : null, "data-job-id": d.id },
-      el(
-        "td",
-        {},
-        el("input", {
-          type: "checkbox",
-          class: "check",
-          checked,
-          "data-job-id": d.id,
-          "aria-label": `Select job ${d.id}`,
-          onchange: (ev) => toggleSelected(d.id, ev.target.checked),
-        }),
-      ),
+      selectCell(d.id, checked, (ev) => toggleSelected(d.id, ev.target.checked), { "data-job-id": d.id }),
       el(
         "td",
         { "data-label": "Job" },
@@ -343,17 +336,43 @@ function renderDead() {
       el("td", { class: "num", "data-label": "Attempts" }, d.attempts ?? "—"),
       el("td", { class: "error", "data-label": "Error", title: error.length > 300 ? error : null }, error.length > 300 ? `${error.slice(0, 300)}…` : error || "—"),
       el("td", { "data-label": "Died" }, formatTime(d.died_at), el("br"), el("span", { class: "muted small" }, formatAgo(d.died_at))),
+      el("td", { "data-label": "Payload" }, payloadDetails(d.id)),
     );
   });
-  body.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 6, class: "empty" }, "No dead letters."))]));
+  body.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 7, class: "empty" }, "No dead letters."))]));
   if (focusedId) body.querySelector(`input[data-job-id="${CSS.escape(focusedId)}"]`)?.focus();
   updateDeadButtons();
 }
 
+// A dead letter's request, fetched when its row is opened (and kept while the row stays).
+const deadPayloads = new Map(); // id -> text
+const openPayloads = new Set();
+
+function payloadDetails(id) {
+  const pre = el("pre", { class: "json" }, deadPayloads.get(id) ?? "Loading…");
+  const details = el("details", { class: "payload", open: openPayloads.has(id) }, el("summary", {}, "Show"), pre);
+  details.addEventListener("toggle", async () => {
+    if (!details.open) {
+      openPayloads.delete(id);
+      return;
+    }
+    openPayloads.add(id);
+    if (deadPayloads.has(id)) return;
+    try {
+      const record = await api(`${queuePath(selectedQueue)}/jobs/${encodeURIComponent(id)}`);
+      deadPayloads.set(id, pretty(record.payload));
+    } catch (err) {
+      pre.textContent = `Could not load the payload: ${err.message}`;
+      return;
+    }
+    pre.textContent = deadPayloads.get(id);
+  });
+  if (openPayloads.has(id) && !deadPayloads.has(id)) queueMicrotask(() => details.dispatchEvent(new Event("toggle")));
+  return details;
+}
+
 function toggleSelected(id, on) {
-  if (on) selectedIds.add(id);
-  else selectedIds.delete(id);
-  $("dead").tBodies[0].querySelector(`tr[data-job-id="${CSS.escape(id)}"]`)?.classList.toggle("selected", on);
+  selectRow($("dead"), selectedIds, id, on);
   updateDeadButtons();
 }
 
@@ -440,7 +459,7 @@ async function loadAudit() {
     answer = await api("/v1/audit?limit=50");
   } catch (err) {
     if (err instanceof ApiError && (err.status === 401 || err.status === 403)) throw err;
-    const row = el("tr", {}, el("td", { colspan: 5, class: "empty" }, `Audit log unavailable: ${err.message}`));
+    const row = el("tr", {}, el("td", { colspan: 6, class: "empty" }, `Audit log unavailable: ${err.message}`));
     $("audit").tBodies[0].replaceChildren(row);
     return;
   }
@@ -454,10 +473,11 @@ async function loadAudit() {
       el("td", { "data-label": "Action" }, a.action ?? "—"),
       el("td", { "data-label": "Queue" }, a.queue ?? "—"),
       el("td", { class: "num", "data-label": "Jobs" }, a.count ?? (Array.isArray(a.ids) ? a.ids.length : "—")),
+      el("td", { class: "error", "data-label": "Reason" }, a.reason ?? "—"),
     ),
   );
   $("audit").tBodies[0].replaceChildren(
-    ...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 5, class: "empty" }, "No retries or purges yet."))]),
+    ...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 6, class: "empty" }, "No operator actions yet."))]),
   );
 }
 
@@ -498,24 +518,78 @@ function formatProgress(value) {
   return typeof value === "number" ? `${Math.round(value * 100)}%` : "no progress";
 }
 
+const definitions = (fields) => fields.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]);
+
+// The record keeps the current attempt only: its number, when it started and ended, and the
+// last error (an earlier attempt's, while a retry waits).
 function renderRecord(record) {
-  const fields = [
-    ["Status", el("span", { class: `badge ${record.status ?? ""}` }, record.status ?? "—")],
-    ["Queue", record.queue ?? jobView.queue],
-    ["Attempts", record.max_attempts ? `${record.attempt ?? 0} of ${record.max_attempts}` : record.attempt ?? "—"],
-    ["Progress", formatProgress(record.progress)],
-    ["Error", record.error ?? "—"],
-    ["Priority", record.priority ?? "—"],
-    ["Tenant", record.tenant ?? "—"],
-    ["Idempotency key", record.idempotency_key ?? "—"],
-    ["Created", formatTime(record.created_at)],
-    ["Started", formatTime(record.started_at)],
-    ["Finished", formatTime(record.finished_at)],
-  ];
-  $("job-record").replaceChildren(...fields.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]));
+  $("job-record").replaceChildren(
+    ...definitions([
+      ["Status", el("span", { class: `badge ${record.status ?? ""}` }, record.status ?? "—")],
+      ["Queue", record.queue ?? jobView.queue],
+      ["Model", record.model ?? "—"],
+      ["Progress", formatProgress(record.progress)],
+      ["Priority", record.priority ?? "—"],
+      ["Tenant", record.tenant ?? "—"],
+      ["Idempotency key", record.idempotency_key ?? "—"],
+      ["Created", formatTime(record.created_at)],
+    ]),
+  );
+  const ran = record.started_at && record.finished_at ? formatDuration(record.finished_at - record.started_at) : "—";
+  $("job-attempts").replaceChildren(
+    ...definitions([
+      ["Attempts", record.max_attempts ? `${record.attempt ?? 0} of ${record.max_attempts}` : record.attempt ?? "—"],
+      ["Started", formatTime(record.started_at)],
+      ["Finished", formatTime(record.finished_at)],
+      ["Ran for", ran],
+      ["Next try", record.status === "scheduled" && record.retry_in != null ? `in ${formatDuration(record.retry_in)}` : "—"],
+      ["Last error", record.error ?? "—"],
+    ]),
+  );
+  const usage = record.usage ?? (record.result && typeof record.result === "object" ? record.result.usage : null);
+  $("job-usage").textContent = usage ? pretty(usage) : "No usage reported.";
   $("job-payload").textContent = pretty(record.payload);
   $("job-result").textContent = pretty(record.result ?? record.text);
+  $("job-cancel").disabled = TERMINAL.has(record.status);
+  $("job-retry").disabled = !["failed", "cancelled"].includes(record.status);
+  $("job-delete").disabled = !TERMINAL.has(record.status);
 }
+
+// The job view's own buttons: the same routes as the Jobs view's rows.
+async function jobAction(action) {
+  const view = jobView;
+  if (!view) return;
+  const path = `${queuePath(view.queue)}/jobs/${encodeURIComponent(view.id)}`;
+  if (action === "delete" && !window.confirm(`Delete job ${view.id}? Its record and output are gone for good.`)) return;
+  const why = $("jobs-reason").value.trim() || null;
+  try {
+    if (action === "delete") {
+      await api(why ? `${path}?${new URLSearchParams({ reason: why })}` : path, { method: "DELETE" });
+    } else {
+      await api(`${path}/${action}`, { method: "POST", body: { reason: why } });
+    }
+  } catch (err) {
+    $("job-status").textContent = `Could not ${action} job ${view.id}: ${err.message}`;
+    return;
+  }
+  await Promise.allSettled([loadJobs(), loadDead(), loadAudit(), loadQueues()]);
+  if (jobView !== view) return;
+  if (action === "delete") {
+    closeJobStream();
+    $("job-view").hidden = true;
+    $("job-status").textContent = `Deleted job ${view.id}.`;
+  } else if (action === "retry") {
+    await openJob(view.id, view.queue); // a new attempt: follow its stream from the start
+    $("job-status").textContent = `Retried job ${view.id}.`;
+  } else {
+    await refreshJobRecord();
+    $("job-status").textContent = `Cancelled job ${view.id}.`;
+  }
+}
+
+$("job-cancel").addEventListener("click", () => jobAction("cancel"));
+$("job-retry").addEventListener("click", () => jobAction("retry"));
+$("job-delete").addEventListener("click", () => jobAction("delete"));
 
 async function openJob(id, queue) {
   closeJobStream();
@@ -670,10 +744,12 @@ function every(ms, load) {
 
 async function init() {
   await setupKeyField($("admin-key"), "admin", () => refreshAll());
+  await setupJobs({ changed: () => Promise.allSettled([loadQueues(), loadDead(), loadAudit()]) });
   const ticks = [
     every(2000, loadQueues),
     every(3000, loadDead),
     every(5000, loadAudit),
+    every(3000, loadJobs),
     every(60000, loadHistory),
     every(3000, async () => {
       if (jobView && !jobView.terminal) await refreshJobRecord();

@@ -235,3 +235,16 @@ export function el(tag, attrs = {}, ...children) {
   }
   return node;
 }
+
+// Adds or removes a row's id in a selection, and marks the row (a <tr data-job-id>) to match.
+export function selectRow(table, selection, id, on) {
+  if (on) selection.add(id);
+  else selection.delete(id);
+  table.tBodies[0].querySelector(`tr[data-job-id="${CSS.escape(id)}"]`)?.classList.toggle("selected", on);
+}
+
+// The first cell of a selectable row: its checkbox (extra attributes, e.g. data-action, merge in).
+export function selectCell(id, checked, onchange, attributes = {}) {
+  const box = el("input", { type: "checkbox", class: "check", checked, "aria-label": `Select job ${id}`, onchange, ...attributes });
+  return el("td", {}, box);
+}

@@ -1,4 +1,5 @@
-// The generate page: submit a prompt, stream the generation through one EventSource, stop it.
+// The generate page: submit a prompt, stream the generation through one EventSource, stop it;
+// the caller's recent generations, any of which reopens here (following it if it still runs).
 //
 // Resume design (no duplicated text, ever):
 // - The job id is in the address (`/?job=<id>`); its watch token and events URL are kept in
@@ -20,6 +21,7 @@ import {
   TERMINAL,
   compareEventIds,
   el,
+  formatAgo,
   local,
   newIdempotencyKey,
   request,
@@ -369,6 +371,7 @@ function finish(kind, message) {
   setStatus(kind, message);
   if (lastRecord) showAttempt(lastRecord); // drops "last error" once the job has settled
   saveSnapshotNow();
+  loadRecent();
 }
 
 function startWatching() {
@@ -387,6 +390,111 @@ function showJob(id) {
   link.href = `/?job=${encodeURIComponent(id)}`;
   $("job-id").textContent = id;
   jobInfo.hidden = false;
+  markCurrent();
+}
+
+// ---- recent generations ------------------------------------------------------------------
+
+// `GET /v1/generations`: the key's own generations across every model, newest first. The
+// first page is polled; "Show older" appends the next ones.
+const RECENT_PAGE = 10;
+let recentItems = [];
+let recentCursor = null;
+let recentPages = 1;
+let recentSignature = null;
+
+async function fetchRecent(cursor) {
+  const params = new URLSearchParams({ limit: String(RECENT_PAGE) });
+  if (cursor) params.set("cursor", cursor);
+  return request(`/v1/generations?${params}`);
+}
+
+async function loadRecent() {
+  let items = [];
+  let cursor = null;
+  try {
+    for (let page = 0; page < recentPages; page++) {
+      const answer = await fetchRecent(cursor);
+      items = items.concat(answer?.generations ?? []);
+      cursor = answer?.next_cursor ?? null;
+      if (!cursor) break;
+    }
+  } catch (err) {
+    $("recent-status").textContent = `Could not list your generations: ${err.message}`;
+    return;
+  }
+  recentItems = items;
+  recentCursor = cursor;
+  renderRecent();
+}
+
+async function loadOlder() {
+  const button = $("recent-more");
+  button.disabled = true;
+  try {
+    const answer = await fetchRecent(recentCursor);
+    recentItems = recentItems.concat(answer?.generations ?? []);
+    recentCursor = answer?.next_cursor ?? null;
+    recentPages += 1;
+    renderRecent();
+  } catch (err) {
+    $("recent-status").textContent = `Could not list your generations: ${err.message}`;
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// What the list shows of a generation: the prompt if this browser sent it, else its text.
+function recentLabel(g) {
+  const saved = local.getJSON(jobKey(g.id));
+  if (saved?.prompt) return saved.prompt;
+  if (g.text) return g.text;
+  return g.error ? `(${g.error})` : "(no text yet)";
+}
+
+function renderRecent() {
+  const signature = JSON.stringify([recentItems, recentCursor]);
+  if (signature !== recentSignature) {
+    recentSignature = signature;
+    const list = $("recent");
+    const focusedId = list.contains(document.activeElement) ? document.activeElement.dataset.jobId : null;
+    list.replaceChildren(
+      ...recentItems.map((g) =>
+        el(
+          "li",
+          {},
+          el(
+            "a",
+            { href: `/?job=${encodeURIComponent(g.id)}`, "data-job-id": g.id, onclick: (ev) => openRecent(ev, g.id) },
+            el("span", { class: `badge ${g.status}` }, g.status),
+            el("span", { class: "recent-text" }, recentLabel(g)),
+            el("span", { class: "muted small" }, `${g.model ?? ""} · ${formatAgo(g.created_at)}`),
+          ),
+        ),
+      ),
+    );
+    if (focusedId) list.querySelector(`a[data-job-id="${CSS.escape(focusedId)}"]`)?.focus();
+    $("recent-status").textContent = recentItems.length ? "" : "No generations yet.";
+    $("recent-more").hidden = !recentCursor;
+  }
+  markCurrent();
+}
+
+function markCurrent() {
+  for (const a of $("recent").querySelectorAll("a")) {
+    if (job && a.dataset.jobId === job.id) a.setAttribute("aria-current", "true");
+    else a.removeAttribute("aria-current");
+  }
+}
+
+// Opens a listed generation in place: the address changes as a reload would show it.
+function openRecent(ev, id) {
+  if (ev.button !== 0 || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.altKey) return; // new tab
+  ev.preventDefault();
+  if (job?.id === id) return;
+  saveSnapshotNow();
+  history.pushState(null, "", `/?job=${encodeURIComponent(id)}`);
+  resumeFromAddress();
 }
 
 function resetForJob(next) {
@@ -466,6 +574,7 @@ async function submit() {
     setStatus(answer.status === "active" ? "running" : "waiting", answer.status === "active" ? "Running" : "Waiting in the queue");
     saveSnapshotNow();
     startWatching();
+    loadRecent();
   } catch (err) {
     if (err instanceof ApiError && err.status < 500) session.setJSON("genq.pendingSubmit", null);
     submitting = false;
@@ -570,9 +679,19 @@ async function resumeFromAddress() {
 
 async function init() {
   forgetOldJobs();
-  await setupKeyField(keyInput, "user", loadModels);
+  await setupKeyField(keyInput, "user", () => Promise.all([loadModels(), loadRecent()]));
   await loadModels();
   await resumeFromAddress();
+  await loadRecent();
+  setInterval(() => {
+    if (!document.hidden) loadRecent();
+  }, 5000);
 }
+
+$("recent-more").addEventListener("click", loadOlder);
+window.addEventListener("popstate", () => {
+  saveSnapshotNow();
+  if (new URLSearchParams(location.search).get("job")) resumeFromAddress();
+});
 
 init();

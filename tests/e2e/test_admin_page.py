@@ -173,12 +173,18 @@ def test_admin_page_shows_a_job_and_its_events_live(
     live = stack.submit({"model": "demo/slow", "prompt": "Watch me"})["id"]
 
     open_admin(page, stack)
-    page.locator(f'#dead tr[data-job-id="{dead}"] a').click()
+    dead_row = page.locator(f'#dead tr[data-job-id="{dead}"]')
+    dead_row.locator("summary", has_text="Show").click()  # a dead letter's payload, in its row
+    expect(dead_row.locator("pre")).to_contain_text("Doomed 0")
+    expect(dead_row.locator("pre")).to_contain_text("demo_fault")
+    dead_row.locator("a").click()
     record = page.locator("#job-record")
+    attempts = page.locator("#job-attempts")
     expect(record).to_contain_text("failed")
-    expect(record).to_contain_text("1 of 3")
+    expect(attempts).to_contain_text("1 of 3")
     expect(record).to_contain_text("no progress")  # the worker never reported any: not 0%
-    expect(record).to_contain_text("invalid request")
+    expect(attempts).to_contain_text("invalid request")
+    expect(page.locator("#job-usage")).to_have_text("No usage reported.")
     expect(page.locator("#job-events")).to_contain_text("failed")
     screenshot(page, "dead-job")
 
@@ -196,6 +202,9 @@ def test_admin_page_shows_a_job_and_its_events_live(
     expect(record).to_contain_text("completed")
     expect(record).to_contain_text("100%")
     expect(page.locator("#job-payload")).to_contain_text("Watch me")
+    expect(page.locator("#job-usage")).to_contain_text(
+        f'"completion_tokens": {result["usage"]["completion_tokens"]}'
+    )
 
 
 def test_admin_page_counts_update_live_and_fit_a_phone(

@@ -6,6 +6,7 @@ import re
 import time
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -321,3 +322,76 @@ def test_generate_page_job_link_reopens_the_job(stack: Stack, page: Page) -> Non
     result = stack.result(job_id)
     assert output_text(page) == result["text"]
     assert output_text(tab) == result["text"]
+
+
+def test_generate_page_lists_recent_generations_and_reopens_them(stack: Stack, page: Page) -> None:
+    quick = [
+        stack.submit({"model": "demo/fast", "prompt": f"Quick {i}", "params": {"demo_tokens": 3}})[
+            "id"
+        ]
+        for i in range(11)
+    ]
+    for job_id in quick:
+        stack.result(job_id)
+    slow = stack.submit(
+        {"model": "demo/slow", "prompt": "Still going", "params": {"demo_tokens": 40}}
+    )["id"]
+    with stack.client() as client:
+        listed = client.get("/v1/generations", params={"limit": 20}).json()["generations"]
+    assert [g["id"] for g in listed] == [slow, *quick[::-1]]
+
+    open_generate(page, stack)
+    links = page.locator("#recent a")
+    expect(links).to_have_count(10)  # one page; the server's first ten, in its order
+    assert [a.get_attribute("data-job-id") for a in links.all()] == [g["id"] for g in listed[:10]]
+    page.click("#recent-more")
+    expect(links).to_have_count(12)
+    assert [a.get_attribute("data-job-id") for a in links.all()] == [g["id"] for g in listed]
+    expect(page.locator("#recent-more")).to_be_hidden()
+
+    # A running one: the page follows it live.
+    page.locator(f'#recent a[data-job-id="{slow}"]').click()
+    expect(page).to_have_url(re.compile(rf"\?job={re.escape(slow)}$"))
+    expect(page.locator("#status")).to_have_text("Running")
+    wait_for_words(page, 3)
+    assert stack.record(slow)["status"] == "active"
+    expect(page.locator(f'#recent a[data-job-id="{slow}"]')).to_have_attribute(
+        "aria-current", "true"
+    )
+
+    # A finished one: its text again, as the server has it.
+    oldest = quick[0]
+    page.locator(f'#recent a[data-job-id="{oldest}"]').click()
+    expect(page).to_have_url(re.compile(rf"\?job={re.escape(oldest)}$"))
+    expect(page.locator("#status")).to_have_text("Completed", timeout=LONG)
+    expect(page.locator("#output")).to_have_text(stack.result(oldest)["text"])
+
+    # Back: the running one again, resumed to its end without a duplicated word.
+    page.go_back()
+    expect(page).to_have_url(re.compile(rf"\?job={re.escape(slow)}$"))
+    expect(page.locator("#status")).to_have_text("Completed", timeout=LONG)
+    assert output_text(page) == stack.result(slow)["text"]
+    expect(page.locator(f'#recent a[data-job-id="{slow}"] .badge')).to_have_text("completed")
+
+    # The skip link, the nav links of both pages, then a refused key.
+    page.locator(".skip-link").focus()  # shown only while focused
+    expect(page.locator(".skip-link")).to_be_visible()
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"#main$"))
+    page.click('nav a:has-text("Generate")')
+    expect(page).to_have_url(f"{stack.base_url}/")
+    expect(links).to_have_count(10)
+    page.click('nav a:has-text("Operations")')
+    expect(page).to_have_url(f"{stack.base_url}/admin")
+    expect(page.locator("#queues tbody")).to_contain_text("demo")
+    page.click('nav a:has-text("Operations")')
+    expect(page.locator("#queues tbody")).to_contain_text("demo")
+    page.click('nav a:has-text("Generate")')
+    expect(links).to_have_count(10)
+    page.click("details.settings summary")
+    page.fill("#api-key", "not-a-key")
+    page.press("#api-key", "Enter")
+    expect(page.locator("#recent-status")).to_contain_text("Could not list your generations")
+    with httpx.Client(base_url=stack.base_url) as client:
+        refused = client.get("/v1/generations", headers={"Authorization": "Bearer not-a-key"})
+    assert refused.status_code == 401
