@@ -234,6 +234,16 @@ class Generation(BaseModel):
     events_url: str
 
 
+class AttemptOut(BaseModel):
+    """One attempt that ended."""
+
+    attempt: int
+    started_at: float | None = Field(description="Epoch seconds")
+    ended_at: float = Field(description="Epoch seconds")
+    outcome: str = Field(description="completed | retry | failed | cancelled | lease_expired")
+    error: str | None = None
+
+
 class AdminGeneration(Generation):
     """Any tenant's generation, with what it was asked and a token to follow it."""
 
@@ -241,6 +251,9 @@ class AdminGeneration(Generation):
     queue: str
     payload: dict[str, Any]
     result: Any = None
+    attempts: list[AttemptOut] = Field(
+        default=[], description="Every attempt that ended (the newest 50), oldest first"
+    )
     watch_token: str
     watch_token_expires_at: int
 

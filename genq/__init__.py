@@ -19,7 +19,7 @@ from .errors import (
     TerminalJobError,
 )
 from .events import Event, decode_entry, visible_text
-from .job import Job
+from .job import Attempt, Job
 from .keys import Keys
 from .queue import Enqueued, EnqueueItem, Queue, QueueStats
 from .status import TERMINAL, JobStatus
@@ -28,6 +28,7 @@ from .worker import Worker
 __all__ = [
     "TERMINAL",
     "ActiveJob",
+    "Attempt",
     "Codec",
     "DeadEntry",
     "DeadPage",

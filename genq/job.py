@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,34 @@ def _seconds(ms: str | None) -> float | None:
 def _progress(value: str | None) -> float | None:
     """None until the handler reports progress: 0 would claim it reported nothing done."""
     return float(value) if value else None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt that ended: when it ran and how it ended (``completed``, ``retry``,
+    ``failed``, ``cancelled`` or ``lease_expired``: its worker went silent)."""
+
+    attempt: int
+    started_at: float | None
+    ended_at: float
+    outcome: str
+    error: str | None = None
+
+
+def _history(raw: str | None) -> tuple[Attempt, ...]:
+    """The record's ``history`` field (JSON, written by the scripts), oldest attempt first."""
+    if not raw:
+        return ()
+    return tuple(
+        Attempt(
+            attempt=int(entry.get("attempt") or 0),
+            started_at=entry["started_at"] / 1000 if entry.get("started_at") else None,
+            ended_at=entry["ended_at"] / 1000,
+            outcome=str(entry["outcome"]),
+            error=entry.get("error"),
+        )
+        for entry in json.loads(raw)
+    )
 
 
 @dataclass(frozen=True)
@@ -43,6 +72,8 @@ class Job:
     cancel_requested: bool
     dead_reason: str | None
     tenant: str = ""
+    history: tuple[Attempt, ...] = ()
+    """Every attempt that ended (the newest 50), oldest first."""
 
     @classmethod
     def from_hash(
@@ -75,4 +106,5 @@ class Job:
             cancel_requested=f.get("cancel_requested") == "1",
             dead_reason=f.get("dead_reason") or None,
             tenant=f.get("tenant", ""),
+            history=_history(f.get("history")),
         )

@@ -520,8 +520,8 @@ function formatProgress(value) {
 
 const definitions = (fields) => fields.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]);
 
-// The record keeps the current attempt only: its number, when it started and ended, and the
-// last error (an earlier attempt's, while a retry waits).
+// The summary is the current attempt (its number, when it started and ended, the last error);
+// the table below it lists every attempt that ended.
 function renderRecord(record) {
   $("job-record").replaceChildren(
     ...definitions([
@@ -546,6 +546,19 @@ function renderRecord(record) {
       ["Last error", record.error ?? "—"],
     ]),
   );
+  const history = (record.attempts ?? []).map((a) =>
+    el(
+      "tr",
+      {},
+      el("td", { class: "num", "data-label": "Attempt" }, a.attempt),
+      el("td", { "data-label": "Started" }, formatTime(a.started_at)),
+      el("td", { "data-label": "Ended" }, formatTime(a.ended_at)),
+      el("td", { "data-label": "Outcome" }, el("span", { class: `badge ${a.outcome}` }, a.outcome)),
+      el("td", { "data-label": "Error" }, a.error ?? "—"),
+    ),
+  );
+  const none = el("tr", {}, el("td", { colspan: 5, class: "empty" }, "No attempt has ended yet."));
+  $("job-history").tBodies[0].replaceChildren(...(history.length ? history : [none]));
   const usage = record.usage ?? (record.result && typeof record.result === "object" ? record.result.usage : null);
   $("job-usage").textContent = usage ? pretty(usage) : "No usage reported.";
   $("job-payload").textContent = pretty(record.payload);

@@ -55,6 +55,24 @@ local function pad(n, width)
   return string.format('%0' .. width .. '.0f', tonumber(n))
 end
 
+-- Appends the attempt that just ended to the record's history: a JSON list of {attempt,
+-- started_at, ended_at (ms), outcome, error}, the newest 50 kept.
+local function record_attempt(job, now, outcome, err)
+  local f = redis.call('HMGET', job, 'attempt', 'started_at', 'history')
+  local history = {}
+  if f[3] and f[3] ~= '' then
+    history = cjson.decode(f[3])
+  end
+  history[#history + 1] = {
+    attempt = tonumber(f[1]), started_at = tonumber(f[2]), ended_at = now, outcome = outcome,
+    error = err,
+  }
+  while #history > 50 do
+    table.remove(history, 1)
+  end
+  redis.call('HSET', job, 'history', cjson.encode(history))
+end
+
 --[[ Job index. Every job is listed under its status, for the queue (index) and for its tenant
 (tindex), ordered by the millisecond it was created, so a listing pages newest first by a
 position that does not move while the job keeps its status. The script that changes a job's

@@ -2,7 +2,8 @@
 --[[
 Reclaim: handles a lease that expired. A claim that was never activated goes back to the ready
 set with no attempt spent. A running job whose worker went silent loses its holder (the token
-is cleared, fencing the zombie) and goes back to the ready set, or is dead-lettered
+is cleared, fencing the zombie; the attempt enters the record's history as lease_expired)
+and goes back to the ready set, or is dead-lettered
 (`lease_expired`) when out of attempts, or settles cancelled if a cancel was requested.
 Safe to run twice: a lease that is no longer expired is left alone.
 
@@ -40,11 +41,12 @@ end_lease(B, leases, id, state[7])
 
 if status == 'active' then
   redis.call('HSET', job, 'token', '')
+  local err = 'lease expired on attempt ' .. state[4] .. ' (worker lost)'
+  record_attempt(job, now, 'lease_expired', err)
   if state[3] == '1' then
     cancel_settle(B, job, events, idem, id, now, tonumber(ARGV[2]), ARGV[4])
     return {1, 'cancelled'}
   end
-  local err = 'lease expired on attempt ' .. state[4] .. ' (worker lost)'
   if tonumber(state[4]) >= tonumber(state[5]) then
     dead_letter(B, job, events, dead, idem, id, now, 'lease_expired', err, tonumber(ARGV[3]),
       ARGV[4], ARGV[6])

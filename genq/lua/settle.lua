@@ -5,7 +5,8 @@ may settle, so a zombie worker cannot clobber the attempt that replaced it. A re
 wins over every outcome: the job settles cancelled and is not retried.
 
 Outcomes: complete (result) | retry (error, delay) | fail (error, reason) | cancel |
-release (hand the job back untouched by shutdown: ready again, attempt not counted).
+release (hand the job back untouched by shutdown: ready again, attempt not counted). Every
+outcome but release adds the attempt to the record's history.
 A retry past the last attempt dead-letters. Safe to run twice: a re-run by the same token after
 the job left `active` answers with the status it settled to. Runs when memory is full.
 
@@ -38,6 +39,19 @@ end
 local now = now_ms()
 local tenant = state[8]
 end_lease(B, leases, id, tenant)
+
+if outcome ~= 'release' then
+  local outcomes = {complete = 'completed', retry = 'retry', fail = 'failed', cancel = 'cancelled'}
+  local err = nil
+  if outcome == 'retry' or outcome == 'fail' then
+    err = data
+  end
+  if state[3] == '1' then
+    record_attempt(job, now, 'cancelled', nil)
+  else
+    record_attempt(job, now, outcomes[outcome], err)
+  end
+end
 
 if state[3] == '1' or outcome == 'cancel' then
   cancel_settle(B, job, events, idem, id, now, result_ttl, maxlen)

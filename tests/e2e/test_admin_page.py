@@ -184,6 +184,10 @@ def test_admin_page_shows_a_job_and_its_events_live(
     expect(attempts).to_contain_text("1 of 3")
     expect(record).to_contain_text("no progress")  # the worker never reported any: not 0%
     expect(attempts).to_contain_text("invalid request")
+    history = page.locator("#job-history tbody tr")  # each attempt that ended, from the record
+    expect(history).to_have_count(1)
+    expect(history.first).to_contain_text("failed")
+    expect(history.first).to_contain_text("invalid request")
     expect(page.locator("#job-usage")).to_have_text("No usage reported.")
     expect(page.locator("#job-events")).to_contain_text("failed")
     screenshot(page, "dead-job")

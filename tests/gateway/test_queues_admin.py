@@ -83,6 +83,11 @@ async def test_queues_admin_sees_any_tenants_job_and_can_follow_it(
     assert job["payload"]["messages"] == [{"role": "user", "content": "what beta asked"}]
     stream = await read_stream(anon, created["id"], params={"token": job["watch_token"]})
     assert [e.event for e in stream.events][-1] == "completed"
+    done = (await admin.get(f"/v1/queues/demo/jobs/{created['id']}")).json()
+    assert [(a["attempt"], a["outcome"], a["error"]) for a in done["attempts"]] == [
+        (1, "completed", None)
+    ]
+    assert done["attempts"][0]["started_at"] <= done["attempts"][0]["ended_at"]
     wrong_queue = await admin.get(f"/v1/queues/other/jobs/{created['id']}")
     assert wrong_queue.status_code == 404
 

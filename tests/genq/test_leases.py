@@ -146,3 +146,6 @@ async def test_leases_dead_worker_job_is_reclaimed_or_cancelled(redis, prefix, c
         else:
             assert await queue.wait(e.id, timeout=5) == "recovered"
             assert (await queue.get(e.id)).attempt == 2
+    history = (await queue.get(e.id)).history
+    assert history[0].outcome == "lease_expired" and "worker lost" in history[0].error
+    assert [a.outcome for a in history[1:]] == ([] if cancel_first else ["completed"])

@@ -172,3 +172,25 @@ async def test_retries_no_restart_marker_when_first_attempt_wrote_nothing(queue)
     async with queue.worker(handler):
         await queue.wait(e.id, timeout=10)
     assert [ev.type async for ev in queue.watch(e.id)] == ["chunk", "completed"]
+
+
+async def test_retries_each_attempt_is_kept_in_the_history(queue):
+    """A job's record lists every attempt that ended: when it ran, how it ended, why."""
+
+    async def handler(job):
+        if job.attempt < 3:
+            raise RuntimeError(f"flaky {job.attempt}")
+        return "ok"
+
+    e = await queue.enqueue("p", max_attempts=3)
+    async with queue.worker(handler):
+        assert await queue.wait(e.id, timeout=10) == "ok"
+    job = await queue.get(e.id)
+    assert job is not None
+    assert [(a.attempt, a.outcome, a.error) for a in job.history] == [
+        (1, "retry", "RuntimeError: flaky 1"),
+        (2, "retry", "RuntimeError: flaky 2"),
+        (3, "completed", None),
+    ]
+    assert all(a.started_at is not None and a.started_at <= a.ended_at for a in job.history)
+    assert job.history[0].ended_at <= job.history[1].started_at  # type: ignore[operator]
