@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from fastapi import Response
+
 from genq import Job, Queue
 from genq.events import text
 from genq_contract.payload import GenerationPayload, payload_fields
@@ -24,7 +26,8 @@ from genq_contract.routing import RoutingError
 from .auth import Principal
 from .deps import Gateway, tenant_of
 from .errors import RateLimited, Unprocessable
-from .schemas import GenerationRequest
+from .records import events_url
+from .schemas import GenerationCreated, GenerationRequest
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,30 @@ class Submitted:
     id: str
     status: str
     deduplicated: bool
+
+
+def created(gateway: Gateway, tenant: str, submitted: Submitted) -> GenerationCreated:
+    """The answer to an accepted generation, with a watch token for ``tenant``."""
+    token, expires = gateway.tokens.issue(tenant, submitted.id)
+    return GenerationCreated(
+        id=submitted.id,
+        status=submitted.status,
+        deduplicated=submitted.deduplicated,
+        events_url=events_url(submitted.id),
+        result_url=f"/v1/generations/{submitted.id}/result",
+        watch_token=token,
+        watch_token_expires_at=expires,
+    )
+
+
+def answer_created(
+    gateway: Gateway, tenant: str, submitted: Submitted, response: Response
+) -> GenerationCreated:
+    """:func:`created` for a single POST: 202, or 200 for a replay, and its Location."""
+    if submitted.deduplicated:
+        response.status_code = 200
+    response.headers["Location"] = f"/v1/generations/{submitted.id}"
+    return created(gateway, tenant, submitted)
 
 
 async def submit(

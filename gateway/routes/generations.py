@@ -26,7 +26,7 @@ from ..deps import (
 )
 from ..disconnect import unless_disconnected
 from ..errors import BadRequest, NotFound, error_response
-from ..records import events_url, newest_first, position, to_generation
+from ..records import newest_first, position, to_generation
 from ..schemas import (
     ERRORS,
     IDEMPOTENCY_KEY_PATTERN,
@@ -42,7 +42,7 @@ from ..schemas import (
     GenerationRequest,
     WatchToken,
 )
-from ..submit import Submitted, submit
+from ..submit import answer_created, created, submit
 from ..tail import Tail
 
 router = APIRouter(prefix="/v1/generations", tags=["generations"], responses=ERRORS)
@@ -70,10 +70,7 @@ async def create_generation(
 ) -> GenerationCreated:
     """Enqueues a generation (202), or returns the one this Idempotency-Key made (200)."""
     submitted = await submit(gateway, principal, body, idempotency_key)
-    if submitted.deduplicated:
-        response.status_code = 200
-    response.headers["Location"] = f"/v1/generations/{submitted.id}"
-    return _created(gateway, principal, submitted)
+    return answer_created(gateway, principal.tenant, submitted, response)
 
 
 @router.post(
@@ -113,28 +110,13 @@ async def _batch_item(
         return _failed(RequestValidationError(exc.errors()))
     except Exception as exc:  # answered per item, as error_response answers a single POST
         return _failed(exc)
-    return _created(gateway, principal, submitted)
+    return created(gateway, principal.tenant, submitted)
 
 
 def _failed(exc: Exception) -> BatchItemFailed:
     answer = error_response(exc)
     detail = json.loads(bytes(answer.body))["detail"]
     return BatchItemFailed(error=BatchItemError(status=answer.status_code, detail=detail))
-
-
-def _created(
-    gateway: GatewayDep, principal: PrincipalDep, submitted: Submitted
-) -> GenerationCreated:
-    token, expires = gateway.tokens.issue(principal.tenant, submitted.id)
-    return GenerationCreated(
-        id=submitted.id,
-        status=submitted.status,
-        deduplicated=submitted.deduplicated,
-        events_url=events_url(submitted.id),
-        result_url=f"/v1/generations/{submitted.id}/result",
-        watch_token=token,
-        watch_token_expires_at=expires,
-    )
 
 
 @router.get("", response_model=GenerationList)

@@ -23,7 +23,7 @@ from ..ops_schemas import (
     AdminJobRow,
     JobCounts,
 )
-from ..records import events_url, position, to_generation
+from ..records import position, to_generation
 from ..schemas import (
     ERRORS,
     IDEMPOTENCY_KEY_PATTERN,
@@ -31,7 +31,7 @@ from ..schemas import (
     AttemptOut,
     GenerationCreated,
 )
-from ..submit import submit
+from ..submit import answer_created, submit
 from .queues import QueueName
 
 router = APIRouter(tags=["operations"], responses=ERRORS)
@@ -235,16 +235,4 @@ async def enqueue_job(
         principal.actor, "enqueue", name, int(not submitted.deduplicated), [submitted.id],
         body.reason,
     )  # fmt: skip
-    if submitted.deduplicated:
-        response.status_code = 200
-    response.headers["Location"] = f"/v1/generations/{submitted.id}"
-    token, expires = gateway.tokens.issue(body.tenant, submitted.id)
-    return GenerationCreated(
-        id=submitted.id,
-        status=submitted.status,
-        deduplicated=submitted.deduplicated,
-        events_url=events_url(submitted.id),
-        result_url=f"/v1/generations/{submitted.id}/result",
-        watch_token=token,
-        watch_token_expires_at=expires,
-    )
+    return answer_created(gateway, body.tenant, submitted, response)
