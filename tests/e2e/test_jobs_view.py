@@ -395,3 +395,14 @@ def test_jobs_view_enqueue_dialog_and_job_view(ops: Stack, page: Page) -> None:
     assert status(ops, later) is None
     assert later in confirms.messages[-1]
     expect(page.locator("#job-view")).to_be_hidden()
+
+    # The dialog's delay: the job waits, scheduled about that far ahead on the server.
+    page.click("#enqueue-open")
+    page.fill("#enqueue-prompt", "Operator says later")
+    page.fill("#enqueue-delay", "600")
+    page.click("#enqueue-submit")
+    expect(page.locator("#enqueue-dialog")).to_be_hidden()
+    delayed = str(page.locator("#enqueued-link").text_content())
+    record = job(ops, delayed) or {}
+    assert record["status"] == "scheduled"
+    assert 590 <= record["run_at"] - record["created_at"] <= 610
