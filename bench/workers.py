@@ -212,13 +212,7 @@ async def run_once(
         stalls: list[float] = []
         lag_watch = asyncio.create_task(watch_loop(stalls))
         await process.start()
-        k = queue.keys
-        while True:
-            await asyncio.sleep(POLL)
-            async with client.pipeline(transaction=False) as pipe:
-                pipe.zcard(k.ready).zcard(k.leases).zcard(k.scheduled)
-                if sum(await pipe.execute()) == 0:
-                    break
+        await wait_drained(client, queue)
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         sent, trips = Sent.commands - sent0, Sent.round_trips - trips0
         lag_watch.cancel()

@@ -1,7 +1,7 @@
 """genq: durable background jobs with a per-job output stream, on Redis."""
 
 from ._dead_letters import DeadEntry, DeadPage
-from ._job_index import JobPage
+from ._job_index import IdPage, JobPage
 from .active_job import ActiveJob, emit_many
 from .codecs import Codec, JsonCodec, PydanticCodec
 from .connection import RedisClient, RedisPipeline, connect
@@ -37,6 +37,7 @@ __all__ = [
     "Enqueued",
     "Event",
     "GenqError",
+    "IdPage",
     "Job",
     "JobCancelledError",
     "JobError",

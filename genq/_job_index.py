@@ -60,6 +60,14 @@ def _created(ms: int) -> bytes:
     return b"%015d" % ms
 
 
+@dataclass(frozen=True)
+class IdPage:
+    """One page of a job listing's ids, newest first, read from the index alone."""
+
+    ids: list[str]
+    next_cursor: str | None
+
+
 async def list_jobs(
     queue: QueueBase,
     status: str | None = None,
@@ -68,6 +76,18 @@ async def list_jobs(
     cursor: str | None = None,
 ) -> JobPage:
     """See :meth:`genq.Queue.jobs`."""
+    page = await list_ids(queue, status, tenant, limit, cursor)
+    return JobPage(await read_jobs(queue, page.ids), page.next_cursor)
+
+
+async def list_ids(
+    queue: QueueBase,
+    status: str | None = None,
+    tenant: str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+) -> IdPage:
+    """See :meth:`genq.Queue.job_ids`."""
     if not 1 <= limit <= MAX_LIMIT:
         raise ValueError(f"limit must be from 1 to {MAX_LIMIT}")
     if tenant is not None:
@@ -89,9 +109,9 @@ async def list_jobs(
         reverse=True,
     )
     page = rows[:limit]
-    jobs = await read_jobs(queue, [job_id for _, job_id in page])
     more = len(rows) > limit
-    return JobPage(jobs, format_cursor((page[-1][1], page[-1][0])) if more else None)
+    next_cursor = format_cursor((page[-1][1], page[-1][0])) if more else None
+    return IdPage([job_id for _, job_id in page], next_cursor)
 
 
 async def count_jobs(queue: QueueBase, tenant: str | None = None) -> dict[str, int]:

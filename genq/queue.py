@@ -10,7 +10,7 @@ from typing import Any
 from ._calls import cancel_call, delete_call, purge_dead_call, retry_call
 from ._dead_letters import DeadEntry, DeadPage, format_cursor, parse_cursor, rows_after
 from ._enqueue import Enqueued, EnqueueItem, enqueue_batch, enqueue_call, enqueued
-from ._job_index import JobPage, count_jobs, list_jobs
+from ._job_index import IdPage, JobPage, count_jobs, list_ids, list_jobs
 from ._queue_base import QueueBase, ms
 from .active_job import ActiveJob
 from .cancellation import raise_if_cancelled
@@ -23,7 +23,7 @@ from .scripts import Code
 from .status import TERMINAL, JobStatus
 from .worker import Worker
 
-__all__ = ["EnqueueItem", "Enqueued", "JobPage", "Queue", "QueueStats"]
+__all__ = ["EnqueueItem", "Enqueued", "IdPage", "JobPage", "Queue", "QueueStats"]
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,17 @@ class Queue(QueueBase):
         paging while jobs change never repeats a job and never skips one that kept its status.
         Finished jobs leave the listing when their records expire."""
         return await list_jobs(self, status, tenant, limit, cursor)
+
+    async def job_ids(
+        self,
+        status: str | None = None,
+        tenant: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> IdPage:
+        """:meth:`jobs` without reading the records: the ids of a page, from the index alone
+        (an operator's "all of a status" needs only those)."""
+        return await list_ids(self, status, tenant, limit, cursor)
 
     async def job_counts(self, tenant: str | None = None) -> dict[str, int]:
         """How many jobs the listing holds in each status (of ``tenant``, or all)."""

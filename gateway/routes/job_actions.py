@@ -225,10 +225,10 @@ async def _snapshot(queue: Queue, status: str | None, tenant: str | None) -> lis
     cursor = None
     while True:
         try:
-            page = await queue.jobs(status, tenant, SNAPSHOT_PAGE, cursor)
+            page = await queue.job_ids(status, tenant, SNAPSHOT_PAGE, cursor)
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
-        ids += [job.id for job in page.jobs]
+        ids += page.ids
         if page.next_cursor is None:
             return ids
         cursor = page.next_cursor

@@ -164,3 +164,14 @@ async def test_index_counts_jobs_per_status(queue: Queue) -> None:
     counts = await queue.job_counts()
     assert (counts["waiting"], counts["cancelled"], counts["active"]) == (1, 1, 0)
     assert (await queue.job_counts(tenant="b"))["waiting"] == 0
+
+
+async def test_index_ids_page_like_the_listing_without_reading_records(queue: Queue) -> None:
+    for i in range(5):
+        await queue.enqueue(i, tenant="t")
+        await asyncio.sleep(0.002)
+    listed = await queue.jobs(tenant="t", limit=3)
+    ids = await queue.job_ids(tenant="t", limit=3)
+    assert (ids.ids, ids.next_cursor) == ([j.id for j in listed.jobs], listed.next_cursor)
+    rest = await queue.job_ids(tenant="t", limit=3, cursor=ids.next_cursor)
+    assert len(rest.ids) == 2 and rest.next_cursor is None
