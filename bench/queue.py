@@ -13,8 +13,9 @@ What is measured (every system gets the same work, in-process, one producer, one
   enqueue   one producer, sequential awaits: genq ``Queue.enqueue`` vs SAQ's ``RedisQueue.enqueue``
             vs arq ``enqueue_job`` vs the bare loop. Also ``Queue.enqueue_many`` in batches of
             --batch (100), sequential batches, against the 30,000/s target. "bare enqueue.lua"
-            sends genq's own script with arguments made before the clock starts: the floor of
-            the server's and the wire's share, so genq's ratio to it is its Python's share.
+            sends genq's own script with arguments made before the clock starts, on genq's
+            client (hiredis packing): the floor of the server's and the wire's share, so
+            genq's ratio to it is its Python's share.
   drain     N no-op jobs already queued, one worker with concurrency C, timed from worker start
             until every job has settled. arq: ``max_jobs=C``, ``burst=True``, ``poll_delay``
             0.5 s unless --arq-poll-delay. SAQ: ``Worker(concurrency=C)``, its defaults (C tasks
@@ -427,7 +428,7 @@ async def bench_enqueue(b: Bench) -> list[Row]:
 
     # genq's own script with its arguments made before the clock starts: what is left when
     # genq's Python costs nothing (the server's script time and the wire's).
-    script_client = b.client()
+    script_client = b.genq_client()  # the same client kind (hiredis packing) as genq's
     sha = q.scripts.enqueue.sha
 
     def prepared() -> list[tuple[Any, ...]]:
@@ -439,7 +440,7 @@ async def bench_enqueue(b: Bench) -> list[Row]:
     await q.enqueue(PAYLOAD)  # loads the script
 
     async def bare_script(commands: list[tuple[Any, ...]]) -> float:
-        return await timed(n, lambda i: script_client.execute_command(*commands[i]))  # type: ignore[no-untyped-call]
+        return await timed(n, lambda i: script_client.execute_command(*commands[i]))
 
     await timed(100, lambda i: q.enqueue(PAYLOAD))
     await timed(100, saq_enqueue)

@@ -11,16 +11,22 @@ At the end every job is audited in Redis and against its viewer, and this prints
 - jobs settled more than once (more than one terminal event in the stream);
 - viewers that saw duplicated text (what they show != the result's text) or a wrong text;
 - provider calls per job (the attempts the record counts: one provider call each);
+- spend: the total cost the records report, the share of it spent on discarded attempts (every
+  attempt but the one that completed), the attempts that reported no usage (their worker was
+  killed), and whether the queue's usage counters equal the sum of the records (no attempt
+  counted twice, none missed);
 - time to recover after a kill, p50/p99, for the killed worker's jobs that had streamed
   output (a ``restarted`` marker): from the kill, and from the job's lease expiry (the part the
   queue controls; a SIGKILLed worker cannot hand anything back, so the lease must run out).
 
-Targets: 0 lost, 0 settled twice, 0 duplicates, recovery p99 below the lease.
+Targets: 0 lost, 0 settled twice, 0 duplicates, counters equal to the records, recovery p99
+below the lease.
 
     .venv/bin/python bench/soak.py [--jobs 1000] [--workers 4] [--kill-every 3] [--lease 5]
                                    [--tokens 30] [--delay-ms 20] [--rate 40] [--timeout 600]
 
-Exit status 1 when a correctness target (lost, double settle, duplicate, wrong text) is missed.
+Exit status 1 when a correctness target (lost, double settle, duplicate, wrong text, counters)
+is missed.
 """
 
 # ruff: noqa: E402  (the sys.path fix below must run before the imports)
@@ -37,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import random
 import signal
@@ -51,6 +58,7 @@ import redis.asyncio as aioredis
 
 from genq import Event, JobNotFoundError, Queue, visible_text
 from genq_cli.embedded_redis import EmbeddedRedis
+from genq_contract.spend import COUNT_NAMES, NANOS_PER_USD, Usage
 from workers.lifetime import die_with_parent
 
 MODEL = "demo/fast"
@@ -239,6 +247,7 @@ class Soak:
             replies = await pipe.execute()
         statuses: Counter[str] = Counter()
         lost, doubles, duplicates, wrong, attempts = [], [], [], [], []
+        spend = Spend()
         for i, job_id in enumerate(self.accepted):
             record = {a.decode(): b.decode() for a, b in replies[2 * i].items()}
             stream = [f[b"type"].decode() for _, f in replies[2 * i + 1]]
@@ -248,6 +257,7 @@ class Soak:
                 lost.append(job_id)
                 continue
             attempts.append(int(record["attempt"]))
+            spend.add(record)
             if sum(t in TERMINAL for t in stream) > 1:
                 doubles.append(job_id)
             view = self.views[job_id]
@@ -262,7 +272,15 @@ class Soak:
             if len(words) != self.args.tokens or words[:3] != ["Echo:", "soak", str(i)]:
                 wrong.append(job_id)
         from_kill, from_expiry, left, unmatched = self.recoveries()
+        counted: Counter[str] = Counter()
+        for row in await self.queue.usage_totals():
+            counted.update(row.counts)
+        spend.counters_match = (
+            all(counted[name] == spend.totals[name] for name in COUNT_NAMES)
+            and counted["attempts"] == spend.metered
+        )
         return {
+            "spend": spend,
             "accepted": len(self.accepted),
             "statuses": statuses,
             "lost": lost,
@@ -298,6 +316,39 @@ class Soak:
         return from_kill, from_expiry, left, unmatched
 
 
+@dataclass
+class Spend:
+    """What the records say was spent, and whether the queue's counters agree."""
+
+    totals: Counter[str] = field(default_factory=Counter)
+    discarded_nanos: int = 0
+    metered: int = 0
+    attempts: int = 0
+    counters_match: bool = False
+
+    def add(self, record: dict[str, str]) -> None:
+        self.totals.update(Usage.from_counts(json.loads(record.get("usage") or "{}")).counts())
+        history = json.loads(record.get("history") or "[]")
+        self.attempts += int(record["attempt"])
+        for entry in history:
+            if entry.get("usage") is None:
+                continue
+            self.metered += 1
+            if entry["outcome"] != "completed":
+                self.discarded_nanos += int(entry["usage"].get("cost_nanos", 0))
+
+    def rows(self) -> list[tuple[str, Any]]:
+        total = self.totals["cost_nanos"]
+        share = self.discarded_nanos / total if total else 0.0
+        return [
+            ("total cost (records)", f"${total / NANOS_PER_USD:.6f}"),
+            ("cost of discarded attempts",
+             f"${self.discarded_nanos / NANOS_PER_USD:.6f} ({share:.1%} of the total)"),
+            ("attempts with no usage report (killed)", self.attempts - self.metered),
+            ("usage counters = sum of the records", _met(self.counters_match)),
+        ]  # fmt: skip
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -323,6 +374,7 @@ def print_report(report: dict[str, Any], soak: Soak, args: argparse.Namespace) -
             statistics.fmean(attempts) if attempts else float("nan"),
             max(attempts, default=0))),
         ("provider calls per job: histogram", histogram),
+        *report["spend"].rows(),
         ("workers killed / started", f"{len(soak.kills)} / {soak.spawned}"),
         ("jobs restarted after a kill", len(report["from_kill"])),
         ("recovery from the kill: p50 / p99 / max",
@@ -345,9 +397,13 @@ def print_report(report: dict[str, Any], soak: Soak, args: argparse.Namespace) -
     for name, value in rows:
         print(f"  {name:<{width}}  {value}")
     ok = not (report["lost"] or report["doubles"] or report["duplicates"] or report["wrong"])
+    ok = ok and report["spend"].counters_match
     recovered = pct(report["from_kill"], 0.99) < lease if report["from_kill"] else True
     print()
-    print(f"  correctness targets (0 lost, 0 double settles, 0 duplicates): {_met(ok)}")
+    print(
+        "  correctness targets (0 lost, 0 double settles, 0 duplicates, counters = records):"
+        f" {_met(ok)}"
+    )
     print(f"  recovery p99 below the lease ({lease:g}s), from the kill: {_met(recovered)}")
     for name in ("lost", "doubles", "duplicates", "wrong"):
         if report[name]:

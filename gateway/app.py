@@ -17,7 +17,7 @@ from .deps import Gateway
 from .errors import install_error_handlers
 from .middleware import BodyLimit, CatchAll, SecurityHeaders, redact_access_logs
 from .openai import chat, models, responses
-from .routes import events, generations, health, job_actions, jobs, queues
+from .routes import budgets, events, generations, health, job_actions, jobs, queues, usage
 from .routes.docs import mount_docs
 from .routes.web import mount_web
 from .settings import Settings
@@ -76,6 +76,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(queues.router)
     app.include_router(jobs.router)
     app.include_router(job_actions.router)
+    app.include_router(budgets.router)
+    app.include_router(usage.router)
     app.include_router(health.router)
     app.include_router(models.router)
     app.include_router(responses.router)
@@ -88,7 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.cors_origins,
-            allow_methods=["GET", "POST"],
+            allow_methods=["GET", "POST", "PUT", "DELETE"],
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"],
             expose_headers=["Retry-After", "Location"],
             max_age=600,

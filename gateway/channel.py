@@ -8,12 +8,14 @@ viewers wait on it and take what is new since their last look.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 from collections.abc import Coroutine
 from typing import Any, Literal
 
 from genq_contract.events import TERMINAL_EVENTS
+from genq_contract.spend import Usage
 
 Order = tuple[int, int]
 TRIM_AT = 512
@@ -32,23 +34,36 @@ def as_text(value: bytes | str) -> str:
 
 
 class Entry:
-    """One stream entry, encoded as an SSE message once and shared by every viewer."""
+    """One stream entry, encoded as an SSE message once and shared by every viewer.
+
+    A terminal entry that carries the generation's usage totals is sent after a ``usage``
+    event holding them (``Usage.as_json``); that event has no ``id:``, so a client resuming
+    from its last event id gets both again."""
 
     __slots__ = ("data", "id", "order", "sse", "terminal", "type")
 
-    def __init__(self, entry_id: str, kind: str, data: str) -> None:
+    def __init__(self, entry_id: str, kind: str, data: str, usage: str | None = None) -> None:
         self.id = entry_id
         self.order = order_of(entry_id)
         self.type = kind
         self.data = data
         self.terminal = kind in TERMINAL_EVENTS
         lines = "".join(f"data: {line}\n" for line in SSE_LINE_BREAK.split(data))
-        self.sse = f"id: {entry_id}\nevent: {kind}\n{lines}\n".encode()
+        totals = ""
+        if usage is not None and self.terminal:
+            shown = json.dumps(Usage.from_counts(json.loads(usage)).as_json())
+            totals = f"event: usage\ndata: {shown}\n\n"
+        self.sse = f"{totals}id: {entry_id}\nevent: {kind}\n{lines}\n".encode()
 
     @classmethod
     def from_redis(cls, entry_id: bytes | str, fields: dict[Any, Any]) -> Entry:
         values = {as_text(k): as_text(v) for k, v in fields.items()}
-        return cls(as_text(entry_id), values.get("type", ""), values.get("data", "null"))
+        return cls(
+            as_text(entry_id),
+            values.get("type", ""),
+            values.get("data", "null"),
+            values.get("usage"),
+        )
 
     def __repr__(self) -> str:
         return f"Entry({self.id!r}, {self.type!r})"

@@ -21,6 +21,7 @@ from genq_contract.payload import payload_fields
 
 from .audit import Audit
 from .auth import Authenticator, KeyStore, Principal, WatchTokens
+from .budgets import BudgetSweep
 from .errors import Forbidden, NotFound, Unauthorized
 from .history import History
 from .limits import Limiter
@@ -46,6 +47,8 @@ class Gateway:
     limiter: Limiter
     metrics: Metrics
     history: History
+    sweep: BudgetSweep
+    """Releases budget reservations nobody charged (a worker killed mid-attempt)."""
     audit: Audit
     streams: TenantSlots
     """Event streams open per tenant (this process)."""
@@ -80,6 +83,8 @@ class Gateway:
             await tail.start()
         history = History(redis, queues, interval=settings.history_interval)
         history.start()
+        sweep = BudgetSweep(redis, settings, dict(queues), settings.budget_sweep_interval)
+        sweep.start()
         return cls(
             settings=settings,
             redis=redis,
@@ -91,6 +96,7 @@ class Gateway:
             limiter=Limiter(redis, settings, queues),
             metrics=Metrics(),
             history=history,
+            sweep=sweep,
             audit=Audit(redis, settings.keys.audit),
             streams=TenantSlots("event streams", settings.max_streams_for),
             waits=TenantSlots("result waits", settings.max_waits_for),
@@ -98,6 +104,7 @@ class Gateway:
 
     async def close(self) -> None:
         await self.history.stop()
+        await self.sweep.stop()
         for tail in self.tails.values():
             await tail.stop()
         with contextlib.suppress(Exception):

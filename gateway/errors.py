@@ -3,6 +3,7 @@
     GatewayError                 every error the gateway raises on purpose
     ├── BadRequest          400  malformed cursor, bad header
     ├── Unauthorized        401  missing or invalid API key or watch token
+    ├── PaymentRequired     402  the tenant's budget cannot cover the generation's most cost
     ├── Forbidden           403  the key lacks the admin role
     ├── NotFound            404  unknown job, or another tenant's
     ├── Conflict            409  another request with the same Idempotency-Key is under way
@@ -25,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import traceback
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -47,6 +49,10 @@ class GatewayError(Exception):
         super().__init__(detail)
         self.detail = detail
 
+    def body(self) -> Any:
+        """What the answer's ``detail`` holds: the message, unless the error says more."""
+        return self.detail
+
 
 class BadRequest(GatewayError):
     status = 400
@@ -55,6 +61,26 @@ class BadRequest(GatewayError):
 class Unauthorized(GatewayError):
     status = 401
     headers = {"WWW-Authenticate": "Bearer"}
+
+
+class PaymentRequired(GatewayError):
+    """A budget refusal: ``detail`` is ``{message, limit, remaining_usd, resets_at}``."""
+
+    status = 402
+
+    def __init__(self, message: str, limit: str, remaining_usd: float, resets_at: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.remaining_usd = remaining_usd
+        self.resets_at = resets_at
+
+    def body(self) -> Any:
+        return {
+            "message": self.detail,
+            "limit": self.limit,
+            "remaining_usd": self.remaining_usd,
+            "resets_at": self.resets_at,
+        }
 
 
 class Forbidden(GatewayError):
@@ -93,7 +119,7 @@ class Unavailable(GatewayError):
 def error_response(exc: Exception) -> JSONResponse:
     """The HTTP answer for any exception: ``{"detail": ...}`` with the right status."""
     if isinstance(exc, GatewayError):
-        return JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
+        return JSONResponse({"detail": exc.body()}, exc.status, headers=exc.headers)
     if isinstance(exc, RequestValidationError):
         # Where and what only: echoing the input back could repeat a prompt, or fail to
         # encode at all (a NaN is valid Python JSON input but not JSON output).

@@ -3,11 +3,18 @@
 Counters count what this process did (enqueues, dedups, cancels, requests refused by a limit).
 Queue depths, SSE viewers and provider 429s are read when ``/metrics`` is scraped: the queue
 figures from Redis (shared by every process), the viewers from this process's tails.
+
+Tokens and cost per tenant and model are the cluster's totals, read from the queues' usage
+counters (``Queue.usage_totals``) at each scrape: every gateway process reports the same
+values, exact whichever process or worker did the work. A scrape shows at most
+``USAGE_SERIES_LIMIT`` (tenant, model) pairs; pairs first seen after that are summed under
+``tenant="_other", model="_other"`` (tenant names cannot start with ``_``), so a flood of
+tenants cannot flood Prometheus, and each series only ever grows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +22,15 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from genq import UsageRow
 from genq_contract.keys import provider_429_counter
+from genq_contract.spend import Usage
+
+USAGE_SERIES_LIMIT = 500
+"""(tenant, model) pairs with series of their own, per gateway process."""
+OTHER = "_other"
+TOKEN_KINDS = ("prompt", "completion", "cached")
+COST = "cost_nanos"
 
 
 @dataclass
@@ -62,11 +77,64 @@ class _Snapshot(Collector):
         yield from (jobs, oldest, viewers, streams, limited)
 
 
+Pair = tuple[str, str]
+
+
+class _Usage(Collector):
+    """``genq_tokens_total{tenant,model,kind}`` and ``genq_cost_usd_total{tenant,model}``."""
+
+    def __init__(self, limit: int = USAGE_SERIES_LIMIT) -> None:
+        self.limit = limit
+        self.kept: set[Pair] = set()
+        """Pairs with their own series: once given one, a pair keeps it (a counter that moved
+        into ``_other`` would look like a reset)."""
+        self.totals: dict[Pair, Usage] = {}
+
+    def update(self, rows: Iterable[UsageRow]) -> None:
+        summed: dict[Pair, dict[str, int]] = {}
+        for row in rows:
+            _add(summed.setdefault((row.tenant, row.label), {}), row.counts)
+        # New pairs in order of cost, so the first scrape gives the biggest spenders a series.
+        for pair in sorted(summed, key=lambda p: (-summed[p].get(COST, 0), p)):
+            if len(self.kept) >= self.limit:
+                break
+            self.kept.add(pair)
+        folded: dict[Pair, dict[str, int]] = {}
+        for pair, counts in summed.items():
+            _add(folded.setdefault(pair if pair in self.kept else (OTHER, OTHER), {}), counts)
+        self.totals = {pair: Usage.from_counts(counts) for pair, counts in folded.items()}
+
+    def collect(self) -> Iterator[Metric]:
+        tokens = CounterMetricFamily(
+            "genq_tokens",
+            "Tokens metered by workers (every queue, every process)",
+            labels=["tenant", "model", "kind"],
+        )
+        cost = CounterMetricFamily(
+            "genq_cost_usd",
+            "Cost metered by workers in USD (every queue, every process)",
+            labels=["tenant", "model"],
+        )
+        for (tenant, model), used in sorted(self.totals.items()):
+            counts = (used.prompt_tokens, used.completion_tokens, used.cached_tokens)
+            for kind, value in zip(TOKEN_KINDS, counts, strict=True):
+                tokens.add_metric([tenant, model, kind], value)
+            cost.add_metric([tenant, model], used.cost_nanos / 1e9)
+        yield from (tokens, cost)
+
+
+def _add(into: dict[str, int], counts: dict[str, int]) -> None:
+    for name, value in counts.items():
+        into[name] = into.get(name, 0) + value
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.snapshot = _Snapshot()
         self.registry.register(self.snapshot)
+        self.usage = _Usage()
+        self.registry.register(self.usage)
         self.enqueued = self._counter("genq_enqueued", "Generations enqueued", ["queue"])
         self.deduplicated = self._counter(
             "genq_deduplicated",
@@ -86,9 +154,11 @@ class Metrics:
 
 
 async def refresh(metrics: Metrics, queues: Any, tails: dict[str, Any]) -> None:
-    """Reads queue depths and provider 429 counters from Redis into the snapshot."""
+    """Reads queue depths, provider 429 counters and usage totals from Redis."""
     snapshot: dict[str, QueueSnapshot] = {}
+    usage: list[UsageRow] = []
     for name, queue in queues:
+        usage += await queue.usage_totals()
         stats = await queue.stats()
         raw_429 = await queue.redis.get(provider_429_counter(queue.keys))
         tail = tails.get(name)
@@ -103,3 +173,4 @@ async def refresh(metrics: Metrics, queues: Any, tails: dict[str, Any]) -> None:
             streams=tail.streams if tail else 0,
         )
     metrics.snapshot.queues = snapshot
+    metrics.usage.update(usage)

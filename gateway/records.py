@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from genq import Job, JobStatus
 from genq_contract.payload import payload_fields
+from genq_contract.spend import Usage
 
-from .schemas import Generation
+from .schemas import AttemptOut, Generation
 
 
 def events_url(job_id: str) -> str:
@@ -28,13 +31,16 @@ def to_generation(job: Job, now: float | None = None) -> Generation:
     payload = payload_fields(job.payload)
     tenant = payload.get("tenant")
     result = job.result
-    text = finish_reason = usage = None
+    text = finish_reason = answered_by = None
+    usage = usage_json(job.usage)
     if isinstance(result, dict):
-        text, finish_reason, usage = (
+        text, finish_reason, answered_by = (
             result.get("text"),
             result.get("finish_reason"),
-            result.get("usage"),
+            result.get("model"),
         )
+        if usage is None and isinstance(result.get("usage"), dict):
+            usage = result["usage"]
     elif isinstance(result, str):
         text = result
     key = job.idempotency_key
@@ -46,7 +52,8 @@ def to_generation(job: Job, now: float | None = None) -> Generation:
         model=payload.get("model"),
         text=text,
         finish_reason=finish_reason,
-        usage=usage if isinstance(usage, dict) else None,
+        usage=usage,
+        answered_by=answered_by if isinstance(answered_by, str) else None,
         error=job.error,
         attempt=job.attempt,
         max_attempts=job.max_attempts,
@@ -62,7 +69,24 @@ def to_generation(job: Job, now: float | None = None) -> Generation:
         run_at=job.run_at if job.status is JobStatus.SCHEDULED else None,
         retry_in=_retry_in(job, now),
         events_url=events_url(job.id),
+        attempts=[
+            AttemptOut(
+                attempt=a.attempt,
+                started_at=a.started_at,
+                ended_at=a.ended_at,
+                outcome=a.outcome,
+                error=a.error,
+                model=a.label,
+                usage=usage_json(a.usage),
+            )
+            for a in job.history
+        ],
     )
+
+
+def usage_json(counts: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Metered counts (a record's, an attempt's, a terminal event's) as the API shows them."""
+    return None if counts is None else Usage.from_counts(counts).as_json()
 
 
 def _retry_in(job: Job, now: float | None) -> float | None:

@@ -17,6 +17,8 @@ from pydantic import (
     model_validator,
 )
 
+from genq_contract.routing import MAX_FALLBACKS
+
 MAX_PRIORITY = 9
 MAX_JSON_DEPTH = 8
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,200}$"
@@ -107,6 +109,13 @@ class GenerationRequest(BaseModel):
     metadata: dict[str, str | int | float | bool | None] = Field(
         default_factory=dict, max_length=32, description="Kept with the job, returned as is"
     )
+    fallbacks: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        default=None,
+        max_length=MAX_FALLBACKS,
+        description="Models of GET /v1/models that continue the generation, in order, when "
+        "`model` fails in a way retrying it will not fix soon; default: the gateway's "
+        "GENQ_FALLBACKS for `model`; [] for none",
+    )
 
     @field_validator("params", "metadata")
     @classmethod
@@ -147,6 +156,8 @@ class GenerationRequest(BaseModel):
             canonical["max_attempts"] = self.max_attempts
         if self.run_at is not None:  # the instant, whichever form it came in
             canonical["run_at"] = self.run_at
+        if self.fallbacks is not None:
+            canonical["fallbacks"] = self.fallbacks
         text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -191,7 +202,9 @@ class BatchRequest(BaseModel):
 
 class BatchItemError(BaseModel):
     status: int
-    detail: str | list[Any]
+    detail: str | list[Any] | dict[str, Any] = Field(
+        description="As a single POST's: a message, validation problems, or a budget refusal"
+    )
 
 
 class BatchItemFailed(BaseModel):
@@ -202,6 +215,22 @@ class BatchCreated(BaseModel):
     items: list[GenerationCreated | BatchItemFailed] = Field(description="In request order")
 
 
+class AttemptOut(BaseModel):
+    """One attempt that ended, and what it cost."""
+
+    attempt: int
+    started_at: float | None = Field(description="Epoch seconds")
+    ended_at: float = Field(description="Epoch seconds")
+    outcome: str = Field(
+        description="completed | retry | failed | cancelled | lease_expired | released"
+    )
+    error: str | None = None
+    model: str | None = Field(default=None, description="The model this attempt called")
+    usage: dict[str, Any] | None = Field(
+        default=None, description="This attempt's tokens and cost (the shape of usage above)"
+    )
+
+
 class Generation(BaseModel):
     """A generation's record. ``text`` is set once it completed."""
 
@@ -210,7 +239,15 @@ class Generation(BaseModel):
     model: str | None = None
     text: str | None = None
     finish_reason: str | None = None
-    usage: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = Field(
+        default=None,
+        description="Tokens and cost of every attempt so far, summed (restarts cost too): "
+        "prompt_tokens, completion_tokens, cached_tokens, total_tokens, cost_usd, estimated",
+    )
+    answered_by: str | None = Field(
+        default=None,
+        description="The model whose text is the result (a fallback's, if it took over)",
+    )
     error: str | None = None
     attempt: int
     max_attempts: int
@@ -232,16 +269,9 @@ class Generation(BaseModel):
         default=None, description="Seconds until a scheduled generation may start (Redis clock)"
     )
     events_url: str
-
-
-class AttemptOut(BaseModel):
-    """One attempt that ended."""
-
-    attempt: int
-    started_at: float | None = Field(description="Epoch seconds")
-    ended_at: float = Field(description="Epoch seconds")
-    outcome: str = Field(description="completed | retry | failed | cancelled | lease_expired")
-    error: str | None = None
+    attempts: list[AttemptOut] = Field(
+        default=[], description="Every attempt that ended (the newest 50), oldest first"
+    )
 
 
 class AdminGeneration(Generation):
@@ -251,9 +281,6 @@ class AdminGeneration(Generation):
     queue: str
     payload: dict[str, Any]
     result: Any = None
-    attempts: list[AttemptOut] = Field(
-        default=[], description="Every attempt that ended (the newest 50), oldest first"
-    )
     watch_token: str
     watch_token_expires_at: int
 

@@ -97,6 +97,12 @@ class Settings(CommonSettings):
     history_interval: float = Field(default=5.0, gt=0)
     """Seconds between samples of the queue depths kept for the operations chart."""
 
+    budget_sweep_interval: float = Field(default=5.0, gt=0)
+    """Seconds between two sweeps of budget reservations nobody charged."""
+    budget_sweep_grace: float = Field(default=60.0, gt=0)
+    """A finished (or vanished) generation's reservation is swept after this many seconds: it
+    must exceed the longest a worker takes from an attempt's end to its charge."""
+
     web_dir: Path | None = None
     """Serve the pages from this directory instead of the installed ones (a page's developer)."""
     docs: bool = True

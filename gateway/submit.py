@@ -7,6 +7,9 @@ same key with another body (another model included, which is another provider's 
 refused with 422. A replay is answered before any limit (rate, daily quota, in flight) is
 charged, even one racing its original: the key's acceptance is claimed first
 (:meth:`gateway.limits.Limiter.claim`). A daily charge is given back when the enqueue fails.
+A tenant with a budget has the generation's maximum cost reserved last, just before the enqueue
+(402 past the budget: ``gateway.budgets``), and given back with the rest when the enqueue
+fails or turns out to be a replay.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from genq.events import text
 from genq_contract.payload import GenerationPayload, payload_fields
 from genq_contract.routing import RoutingError
 
+from . import budgets
 from .auth import Principal
 from .deps import Gateway, tenant_of
-from .errors import RateLimited, Unprocessable
+from .errors import PaymentRequired, RateLimited, Unprocessable
 from .records import events_url
 from .schemas import GenerationCreated, GenerationRequest
 
@@ -81,6 +85,8 @@ async def _submit(
     try:
         provider, queue = gateway.queues.for_model(body.model)
         gateway.queues.routing.check_params(body.model, body.params)
+        if body.fallbacks is not None:
+            gateway.queues.routing.check_fallbacks(body.model, body.fallbacks, body.params)
     except RoutingError as exc:
         raise Unprocessable(str(exc)) from exc
     delay_ms = body.delay_ms
@@ -120,9 +126,17 @@ async def _submit(
         model=body.model,
         messages=body.conversation(),
         params=body.params,
+        fallbacks=body.fallbacks,
         metadata=body.metadata,
         fingerprint=fingerprint,
     )
+    try:
+        reserved = await budgets.reserve(gateway.redis, settings, job_id, payload)
+    except BaseException as exc:
+        await asyncio.shield(_undo(gateway, tenant, job_id, charged))
+        if isinstance(exc, PaymentRequired):
+            gateway.metrics.refused.labels("budget").inc()
+        raise
     try:
         enqueued = await queue.enqueue(
             payload.model_dump(),
@@ -134,10 +148,10 @@ async def _submit(
             tenant=tenant,  # waiting jobs are served round-robin across tenants
         )
     except BaseException:
-        await asyncio.shield(_undo(gateway, tenant, job_id, charged))
+        await asyncio.shield(_undo(gateway, tenant, job_id, charged, reserved))
         raise
     if enqueued.deduplicated:  # a concurrent request with the same key won the race
-        await _undo(gateway, tenant, job_id, charged)
+        await _undo(gateway, tenant, job_id, charged, reserved)
         job = await queue.get(enqueued.id)
         if job is not None:
             return _replay(job, tenant, fingerprint, gateway, queue_name=provider)
@@ -146,10 +160,15 @@ async def _submit(
     return Submitted(job_id, "scheduled" if delay_ms else "waiting", deduplicated=False)
 
 
-async def _undo(gateway: Gateway, tenant: str, job_id: str, charged: str | None) -> None:
-    """Gives back what accepting ``job_id`` took: its in-flight slot and its daily charge."""
+async def _undo(
+    gateway: Gateway, tenant: str, job_id: str, charged: str | None, reserved: bool = False
+) -> None:
+    """Gives back what accepting ``job_id`` took: its in-flight slot, its daily charge and
+    its budget reservation."""
     await gateway.limiter.release(tenant, job_id)
     await gateway.limiter.refund_daily(charged)
+    if reserved:
+        await budgets.release(gateway.redis, gateway.settings, tenant, job_id)
 
 
 async def _until(queue: Queue, run_at: float) -> float:

@@ -23,6 +23,7 @@ from .job import Attempt, Job
 from .keys import Keys
 from .queue import Enqueued, EnqueueItem, Queue, QueueStats
 from .status import TERMINAL, JobStatus
+from .usage import UsageRow
 from .worker import Worker
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "RedisPipeline",
     "RetryJobError",
     "TerminalJobError",
+    "UsageRow",
     "Worker",
     "connect",
     "decode_entry",

@@ -8,10 +8,12 @@ ends its keys with ``Keys.books`` (fair share and job index), which the script r
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from ._queue_base import QueueBase, ms
 from .cluster import Call
+from .usage import USAGE_DAYS_KEPT
 
 
 def activate_call(queue: QueueBase, job_id: str, token: str, lease: float) -> Call:
@@ -29,16 +31,20 @@ def settle_call(
     data: Any = "",
     delay: float = 0.0,
     reason: str = "error",
+    metered: str = "",
 ) -> Call:
-    """``outcome``: complete | retry | fail | cancel | release (see settle.lua)."""
+    """``outcome``: complete | retry | fail | cancel | release (see settle.lua); ``metered``:
+    the attempt's usage (:meth:`genq.ActiveJob.meter`), counted under today's UTC date."""
     k = queue.keys
+    day = datetime.now(UTC).date().isoformat()
     keys = [
         k.job(job_id), k.events(job_id), k.leases, k.scheduled, k.ready, k.dead, k.rank,
-        k.idempotency(idempotency_key), k.signal, *k.books,
+        k.idempotency(idempotency_key), k.signal, k.usage_day(day), k.usage_total, *k.books,
     ]  # fmt: skip
     args = [
         job_id, token, outcome, data, ms(delay), reason, ms(queue.result_ttl),
-        ms(queue.dead_ttl), queue.events_max_len, k.dead_letters,
+        ms(queue.dead_ttl), queue.events_max_len, k.dead_letters, metered,
+        ms(USAGE_DAYS_KEPT * 86400),
     ]  # fmt: skip
     return keys, args
 

@@ -1,27 +1,33 @@
-"""One enqueue as a script call: the options of :meth:`genq.Queue.enqueue`, checked, turned
-into ``enqueue.lua``'s keys and arguments, and its reply turned back into an outcome.
+"""Enqueues as script calls: the options of :meth:`genq.Queue.enqueue`, checked, turned into
+``enqueue.lua``'s keys and arguments, and its replies turned back into outcomes.
 
-Shared by ``enqueue`` (one call) and ``enqueue_many`` (a pipeline of calls), so a batch runs
-exactly the script and checks a single enqueue runs.
+One script serves both: ``enqueue`` sends one item, ``enqueue_many`` sends its items in chunks
+of up to :data:`CHUNK`, one ``EVALSHA`` each, all chunks in one round trip. Every item runs the
+same checks and, in the script, the same steps as a single enqueue.
 """
 
 from __future__ import annotations
 
 import math
-import uuid
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
+
+from redis.exceptions import NoScriptError
 
 from ._queue_base import QueueBase, ms
 from .cluster import Call, run_pipelined
 from .errors import EnqueueManyError, JobExistsError
 from .events import text
-from .keys import check_job_id, check_tenant
+from .keys import Keys, check_job_id, check_tenant
 from .scripts import Code, raise_for
 
 PRIORITY_RANGE = range(-1000, 1001)
 MAX_IDEMPOTENCY_KEY = 512
+CHUNK = 500
+"""Items per ``EVALSHA`` of a batch: bounds how long one call holds the server (~10-15 ms)."""
 
 
 @dataclass(frozen=True)
@@ -44,79 +50,124 @@ class EnqueueItem:
     tenant: str = ""
 
 
-def enqueue_call(queue: QueueBase, item: EnqueueItem) -> Call:
-    """The checked ``enqueue.lua`` call for ``item``; raises ValueError on a bad option."""
-    priority, delay, key = item.priority, item.delay, item.idempotency_key
+@lru_cache(maxsize=1024)
+def static_keys(keys: Keys) -> tuple[str, ...]:
+    """``enqueue.lua``'s first KEYS, the same for every call on one queue."""
+    k = keys
+    return (k.ready, k.scheduled, k.rank, k.dead, k.signal, k.seq, *k.books)
+
+
+def item_call(
+    queue: QueueBase,
+    payload: Any,
+    key: str | None = None,
+    priority: int = 0,
+    delay: float = 0.0,
+    job_id: str | None = None,
+    max_attempts: int | None = None,
+    idempotency_ttl: float | None = None,
+    tenant: str = "",
+) -> tuple[tuple[str, str, str], tuple[Any, ...]]:
+    """One item's keys and arguments for ``enqueue.lua``; raises ValueError on a bad option."""
     if not isinstance(priority, int) or priority not in PRIORITY_RANGE:
         raise ValueError("priority must be an integer from -1000 to 1000")
-    if not math.isfinite(delay) or delay < 0:
-        raise ValueError("delay must be a finite number of seconds >= 0")
-    attempts = queue.max_attempts if item.max_attempts is None else item.max_attempts
+    delay_ms = 0
+    if delay:
+        if not math.isfinite(delay) or delay < 0:
+            raise ValueError("delay must be a finite number of seconds >= 0")
+        delay_ms = ms(delay)
+    attempts = queue.max_attempts if max_attempts is None else max_attempts
     if attempts < 1:
         raise ValueError("max_attempts must be >= 1")
-    if key is not None and not 0 < len(key) <= MAX_IDEMPOTENCY_KEY:
+    if key is None:
+        key = ""
+    elif not 0 < len(key) <= MAX_IDEMPOTENCY_KEY:
         raise ValueError(f"idempotency_key must be 1-{MAX_IDEMPOTENCY_KEY} characters")
-    tenant = check_tenant(item.tenant)
-    idem_ttl = queue.result_ttl if item.idempotency_ttl is None else item.idempotency_ttl
-    if not math.isfinite(idem_ttl) or idem_ttl < 0:
+    if tenant != "":
+        check_tenant(tenant)
+    if idempotency_ttl is None:
+        idem_ttl = ms(queue.result_ttl)
+    elif not math.isfinite(idempotency_ttl) or idempotency_ttl < 0:
         raise ValueError("idempotency_ttl must be a finite number of seconds >= 0 (0: forever)")
+    else:
+        idem_ttl = ms(idempotency_ttl)
     # The nonce lets a resent enqueue recognise the job it already made; a generated id
     # is unique on its own.
-    nonce = uuid.uuid4().hex
-    job_id = check_job_id(item.job_id) if item.job_id is not None else nonce
+    nonce = os.urandom(16).hex()
+    job_id = nonce if job_id is None else check_job_id(job_id)
     k = queue.keys
-    keys = [
-        k.job(job_id),
-        k.events(job_id),
-        k.ready,
-        k.scheduled,
-        k.rank,
-        k.dead,
-        k.signal,
-        k.seq,
-        k.idempotency(key or ""),
-        *k.books,
-    ]
-    args = [
-        job_id,
-        nonce,
-        queue.codec.encode(item.payload),
-        priority,
-        ms(delay),
-        attempts,
-        key or "",
-        ms(idem_ttl),
-        tenant,
-    ]
-    return keys, args
+    keys = (k.job(job_id), k.events(job_id), k.idempotency(key))
+    payload = queue.codec.encode(payload)
+    return keys, (job_id, nonce, payload, priority, delay_ms, attempts, key, idem_ttl, tenant)
 
 
-def enqueued(call: Call, reply: Any) -> Enqueued:
-    """``enqueue.lua``'s reply to ``call`` -> the outcome; raises JobExistsError on a live id."""
-    code, bound = reply
-    raise_for(code, call[1][0])
+def enqueue_call(queue: QueueBase, item: EnqueueItem) -> Call:
+    """The checked ``enqueue.lua`` call for ``item`` alone; raises ValueError on a bad option."""
+    keys, args = item_call(
+        queue, item.payload, item.idempotency_key, item.priority, item.delay, item.job_id,
+        item.max_attempts, item.idempotency_ttl, item.tenant,
+    )  # fmt: skip
+    return [*static_keys(queue.keys), *keys], list(args)
+
+
+async def run_enqueue(queue: QueueBase, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    """``enqueue.lua`` for one item (``item_call``'s keys and arguments), as a bare ``EVALSHA``
+    (redis-py's ``Script`` call adds a few microseconds); after a server restart it loads the
+    script and sends it again."""
+    script, redis = queue.scripts.enqueue, queue.redis
+    static = static_keys(queue.keys)
+    count = len(static) + len(keys)
+    try:
+        return await redis.execute_command("EVALSHA", script.sha, count, *static, *keys, *args)
+    except NoScriptError:
+        script.sha = await redis.script_load(script.script)  # on a cluster: every primary
+        return await redis.execute_command("EVALSHA", script.sha, count, *static, *keys, *args)
+
+
+def enqueued(job_id: str, code: int, bound: Any) -> Enqueued:
+    """One item's reply -> its outcome; raises JobExistsError on a live id."""
+    if code == Code.OK:  # the job is the item's own
+        return Enqueued(id=job_id, deduplicated=False)
+    raise_for(code, job_id)
     return Enqueued(id=text(bound), deduplicated=code == Code.DEDUPLICATED)
 
 
 async def enqueue_batch(queue: QueueBase, items: Iterable[EnqueueItem]) -> list[Enqueued]:
-    """:meth:`genq.Queue.enqueue_many`: one pipeline of ``enqueue.lua`` calls, one per item.
+    """:meth:`genq.Queue.enqueue_many`: ``enqueue.lua`` once per chunk of items.
 
     Items with a bad option are not sent; the others are, and their outcomes come back in
     item order. Any failure raises :class:`EnqueueManyError` once the whole batch ran.
     """
     results: list[Enqueued | Exception] = []
-    calls: list[tuple[int, Call]] = []
+    sent: list[tuple[int, str]] = []  # (item index, job id) in the order sent
+    calls: list[Call] = []
+    static = static_keys(queue.keys)
+    keys: list[str] = []
+    args: list[Any] = []
     for index, item in enumerate(items):
         try:
-            calls.append((index, enqueue_call(queue, item)))
-            results.append(_SENT)
+            item_keys, item_args = item_call(
+                queue, item.payload, item.idempotency_key, item.priority, item.delay,
+                item.job_id, item.max_attempts, item.idempotency_ttl, item.tenant,
+            )  # fmt: skip
         except ValueError as exc:
             results.append(exc)
+            continue
+        if not args:
+            keys = [*static]
+            calls.append((keys, args))
+        keys += item_keys
+        args += item_args
+        sent.append((index, item_args[0]))
+        results.append(_SENT)
+        if len(sent) % CHUNK == 0:
+            args = []
     if calls:
-        replies = await run_pipelined(queue.redis, queue.scripts.enqueue, [c for _, c in calls])
-        for (index, call), reply in zip(calls, replies, strict=True):
+        replies = await run_pipelined(queue.redis, queue.scripts.enqueue, calls)
+        flat = [value for reply in replies for value in reply]
+        for n, (index, job_id) in enumerate(sent):
             try:
-                results[index] = enqueued(call, reply)
+                results[index] = enqueued(job_id, flat[2 * n], flat[2 * n + 1])
             except JobExistsError as exc:
                 results[index] = exc
     done = [result for result in results if isinstance(result, Enqueued)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._queue_base import QueueBase
@@ -15,7 +15,8 @@ from .errors import JobLeaseLostError
 from .events import text
 from .retrying import with_retry
 from .scripts import Code
-from .status import CHUNK, PROGRESS
+from .status import CHUNK, PROGRESS, RESTARTED
+from .usage import encode_meter
 
 
 class ActiveJob:
@@ -42,6 +43,9 @@ class ActiveJob:
         self.max_attempts = int(fields["max_attempts"])
         self.priority = int(fields.get("priority", 0))
         self.idempotency_key = fields.get("idempotency_key") or None
+        self.tenant = fields.get("tenant", "")
+        self.metered = ""
+        """This attempt's usage as settle.lua takes it ('' until :meth:`meter` is called)."""
         self.signal = asyncio.Event()
         self.token = token
         self._lease_ms = max(1, int(lease * 1000))
@@ -55,6 +59,26 @@ class ActiveJob:
     async def emit(self, data: Any) -> None:
         """Appends ``data`` as a ``chunk`` event (and renews the lease)."""
         await self._append(CHUNK, json.dumps(data, ensure_ascii=False), "")
+
+    async def restart(self, data: Any = None) -> None:
+        """Starts this attempt's output over: drops the stream's events and appends a
+        ``restarted`` event with ``data``, as a new attempt does (watchers clear their text)."""
+        await self._append(RESTARTED, json.dumps(data, ensure_ascii=False), "")
+
+    def meter(
+        self,
+        label: str,
+        counts: Mapping[str, int],
+        *,
+        estimated: bool = False,
+        counted: bool = True,
+    ) -> None:
+        """Reports this attempt's usage: ``counts`` (names ``[a-z][a-z0-9_]{0,39}``, integers
+        >= 0) under ``label`` (what answered). A later call replaces an earlier one. The settle
+        of this attempt, whatever its outcome, adds it to the job's record (``Job.usage``, the
+        attempt in ``Job.history``) and, unless ``counted`` is false, to the queue's counters
+        (:meth:`genq.Queue.usage`), exactly once. Raises ValueError on bad input."""
+        self.metered = encode_meter(label, counts, estimated=estimated, counted=counted)
 
     async def progress(self, value: float) -> None:
         """Reports progress from 0 to 1 as a ``progress`` event."""

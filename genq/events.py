@@ -24,6 +24,9 @@ class Event:
     id: str
     type: str
     data: Any
+    usage: dict[str, Any] | None = None
+    """On a terminal event: the job's usage totals (``Job.usage``), when its attempts
+    reported any (:meth:`genq.ActiveJob.meter`)."""
 
     @property
     def terminal(self) -> bool:
@@ -48,7 +51,10 @@ def decode_entry(entry_id: bytes | str, fields: dict[Any, Any], result_codec: Co
     kind = values.get("type", "")
     raw = values.get("data", "null")
     data = result_codec.decode(raw) if kind == "completed" else json.loads(raw)
-    return Event(id=text(entry_id), type=kind, data=data)
+    usage = values.get("usage")
+    return Event(
+        id=text(entry_id), type=kind, data=data, usage=json.loads(usage) if usage else None
+    )
 
 
 def visible_text(events: Iterable[Event]) -> str:

@@ -23,13 +23,17 @@ def _progress(value: str | None) -> float | None:
 @dataclass(frozen=True)
 class Attempt:
     """One attempt that ended: when it ran and how it ended (``completed``, ``retry``,
-    ``failed``, ``cancelled`` or ``lease_expired``: its worker went silent)."""
+    ``failed``, ``cancelled``, ``lease_expired``: its worker went silent, or ``released``: handed
+    back by a shutdown after reporting usage), and the usage it reported
+    (:meth:`genq.ActiveJob.meter`: ``label`` and ``usage``, its counts plus ``estimated``)."""
 
     attempt: int
     started_at: float | None
     ended_at: float
     outcome: str
     error: str | None = None
+    label: str | None = None
+    usage: dict[str, Any] | None = None
 
 
 def _history(raw: str | None) -> tuple[Attempt, ...]:
@@ -43,6 +47,8 @@ def _history(raw: str | None) -> tuple[Attempt, ...]:
             ended_at=entry["ended_at"] / 1000,
             outcome=str(entry["outcome"]),
             error=entry.get("error"),
+            label=entry.get("label"),
+            usage=entry.get("usage"),
         )
         for entry in json.loads(raw)
     )
@@ -74,6 +80,9 @@ class Job:
     tenant: str = ""
     history: tuple[Attempt, ...] = ()
     """Every attempt that ended (the newest 50), oldest first."""
+    usage: dict[str, Any] | None = None
+    """The usage its attempts reported, summed (``estimated``: any of them was estimated);
+    None when none reported any."""
 
     @classmethod
     def from_hash(
@@ -81,7 +90,10 @@ class Job:
     ) -> Job:
         f = {text(k): text(v) for k, v in raw.items()}
         status = JobStatus(f["status"])
-        run_at = _seconds(f.get("run_at"))
+        # enqueue.lua leaves out the fields that hold their defaults (see its header): a job
+        # not yet updated or delayed was updated and runs at its creation.
+        created_at = _seconds(f.get("created_at")) or 0.0
+        run_at = _seconds(f.get("run_at")) or created_at
         # A scheduled job whose time has come is runnable: it is waiting, whether or not a
         # worker has moved it to the ready set yet.
         if status is JobStatus.SCHEDULED and run_at is not None and run_at <= now:
@@ -97,8 +109,8 @@ class Job:
             progress=_progress(f.get("progress")),
             error=f.get("error") or None,
             priority=int(f.get("priority", 0)),
-            created_at=_seconds(f.get("created_at")) or 0.0,
-            updated_at=_seconds(f.get("updated_at")) or 0.0,
+            created_at=created_at,
+            updated_at=_seconds(f.get("updated_at")) or created_at,
             started_at=_seconds(f.get("started_at")),
             finished_at=_seconds(f.get("finished_at")),
             run_at=run_at,
@@ -107,4 +119,5 @@ class Job:
             dead_reason=f.get("dead_reason") or None,
             tenant=f.get("tenant", ""),
             history=_history(f.get("history")),
+            usage=json.loads(f["usage"]) if f.get("usage") else None,
         )

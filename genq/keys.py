@@ -163,6 +163,16 @@ class Keys:
         """string: idempotency key -> job id."""
         return f"{self.tag}:idem:{key}"
 
+    def usage_day(self, day: str) -> str:
+        """hash: the usage settled on UTC ``day`` (``YYYY-MM-DD``), field
+        ``<tenant>\\0<label>\\0<count>`` (see ``meter`` in _lib.lua); kept ``USAGE_DAYS_KEPT``."""
+        return f"{self.tag}:usage:{day}"
+
+    @cached_property
+    def usage_total(self) -> str:
+        """hash: all the usage ever settled, fields as in :meth:`usage_day`."""
+        return f"{self.tag}:usage"
+
     def extra(self, name: str) -> str:
         """A key for a layer built on the queue (history, audit log, cooldowns)."""
         return f"{self.tag}:x:{name}"

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 from ._calls import cancel_call, delete_call, purge_dead_call, retry_call
 from ._dead_letters import DeadEntry, DeadPage, format_cursor, parse_cursor, rows_after
-from ._enqueue import Enqueued, EnqueueItem, enqueue_batch, enqueue_call, enqueued
+from ._enqueue import Enqueued, EnqueueItem, enqueue_batch, enqueued, item_call, run_enqueue
 from ._job_index import IdPage, JobPage, count_jobs, list_ids, list_jobs
 from ._queue_base import QueueBase, ms
 from .active_job import ActiveJob
@@ -21,6 +22,7 @@ from .events import Event, check_cursor, decode_entry, text
 from .job import Job
 from .scripts import Code
 from .status import TERMINAL, JobStatus
+from .usage import UsageRow, days, parse_counters
 from .worker import Worker
 
 __all__ = ["EnqueueItem", "Enqueued", "IdPage", "JobPage", "Queue", "QueueStats"]
@@ -73,17 +75,17 @@ class Queue(QueueBase):
         Waiting jobs are served round-robin across ``tenant`` values (weighted by the queue's
         ``tenant_weights``), by priority and then FIFO within a tenant.
         """
-        item = EnqueueItem(
-            payload, idempotency_key, priority, delay, job_id, max_attempts, idempotency_ttl,
-            tenant,
+        keys, args = item_call(
+            self, payload, idempotency_key, priority, delay, job_id, max_attempts,
+            idempotency_ttl, tenant,
         )  # fmt: skip
-        call = enqueue_call(self, item)
-        keys, args = call
-        return enqueued(call, await self.scripts.enqueue(keys=keys, args=args))
+        code, bound = await run_enqueue(self, keys, args)
+        return enqueued(args[0], code, bound)
 
     async def enqueue_many(self, items: Iterable[EnqueueItem]) -> list[Enqueued]:
-        """Adds many jobs in one round trip: each item is one ``enqueue`` (same script, same
-        checks, same idempotency), pipelined, not a transaction. Outcomes come in item order.
+        """Adds many jobs in one round trip: each item is one ``enqueue`` (same checks, same
+        idempotency), taken in order by one script call per 500 items. Outcomes come in item
+        order. Each call is atomic; the batch as a whole is not a transaction.
 
         An item that fails (a bad option, or :class:`JobExistsError` for a live custom id)
         does not stop the others: every other item is enqueued, and then
@@ -134,6 +136,26 @@ class Queue(QueueBase):
     async def job_counts(self, tenant: str | None = None) -> dict[str, int]:
         """How many jobs the listing holds in each status (of ``tenant``, or all)."""
         return await count_jobs(self, tenant)
+
+    async def usage(
+        self, first_day: date, last_day: date, tenant: str | None = None
+    ) -> list[UsageRow]:
+        """The usage settled on each UTC day from ``first_day`` to ``last_day`` (at most
+        ``USAGE_DAYS_KEPT`` days), per tenant (or of ``tenant``) and label, days in order."""
+        span = days(first_day, last_day)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for day in span:
+                pipe.hgetall(self.keys.usage_day(day.isoformat()))
+            replies: list[Any] = await pipe.execute()
+        return [
+            row
+            for day, raw in zip(span, replies, strict=True)
+            for row in parse_counters(raw, day, tenant)
+        ]
+
+    async def usage_totals(self, tenant: str | None = None) -> list[UsageRow]:
+        """All the usage ever settled, per tenant (or of ``tenant``) and label."""
+        return parse_counters(await self.redis.hgetall(self.keys.usage_total), None, tenant)
 
     async def last_event(self, job_id: str) -> Event | None:
         """The newest event still on the job's stream; None when there is none.

@@ -324,7 +324,7 @@ class Worker:
         q = self.queue
         call = settle_call(
             q, job.id, job.token, job.idempotency_key or "", outcome.kind, outcome.data,
-            outcome.delay, outcome.reason,
+            outcome.delay, outcome.reason, job.metered,
         )  # fmt: skip
         reply = await with_retry(lambda: q.scripts.settle(*call), within=self.lease)
         if int(reply[0]) == Code.LEASE_LOST:

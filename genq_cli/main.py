@@ -27,6 +27,11 @@ cooldown_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(cooldown_app, name="cooldown")
+budgets_app = typer.Typer(
+    help="Tenants' spending limits in USD (admin key; HTTP: GENQ_URL, GENQ_API_KEY).",
+    no_args_is_help=True,
+)
+app.add_typer(budgets_app, name="budgets")
 
 Watch = Annotated[bool, typer.Option("--watch", "-w", help="Stream the job until it ends")]
 ProgressBar = Annotated[
@@ -286,6 +291,65 @@ def stats(as_json: AsJson = False) -> None:
     from .queues import stats as show_stats
 
     raise typer.Exit(show_stats(as_json))
+
+
+@app.command()
+def usage(
+    first_day: Annotated[
+        str | None, typer.Option("--from", help="First UTC day, YYYY-MM-DD (default today)")
+    ] = None,
+    last_day: Annotated[
+        str | None, typer.Option("--to", help="Last UTC day, included (default today)")
+    ] = None,
+    group_by: Annotated[
+        str, typer.Option("--group-by", help="Any of day, tenant, model, comma separated")
+    ] = "model",
+    tenant: Annotated[
+        str | None, typer.Option(help="Another tenant, or '*' for all (admin key)")
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Tokens and cost metered by workers, as a table with its total (your key's tenant)."""
+    from .usage import usage as show_usage
+
+    raise typer.Exit(show_usage(first_day, last_day, group_by, tenant, as_json))
+
+
+@budgets_app.command("list")
+def budgets_list(
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line")] = False,
+) -> None:
+    """Every tenant's budget: limits, spent today and this month, reserved."""
+    from .usage import budgets_list as show_budgets
+
+    raise typer.Exit(show_budgets(as_json))
+
+
+@budgets_app.command("set")
+def budgets_set(
+    tenant: Annotated[str, typer.Argument(help="The tenant")],
+    daily_usd: Annotated[
+        float | None, typer.Option(min=0, help="Limit per UTC day (omitted: none)")
+    ] = None,
+    monthly_usd: Annotated[
+        float | None, typer.Option(min=0, help="Limit per UTC month (omitted: none)")
+    ] = None,
+    reason: Reason = None,
+) -> None:
+    """Set a tenant's limits (replaces both; wins over GENQ_TENANT_BUDGETS; audited)."""
+    from .usage import budgets_set as set_budget
+
+    raise typer.Exit(set_budget(tenant, daily_usd, monthly_usd, reason))
+
+
+@budgets_app.command("clear")
+def budgets_clear(
+    tenant: Annotated[str, typer.Argument(help="The tenant")], reason: Reason = None
+) -> None:
+    """Remove the limits set with `budgets set` (GENQ_TENANT_BUDGETS applies again)."""
+    from .usage import budgets_clear as clear_budget
+
+    raise typer.Exit(clear_budget(tenant, reason))
 
 
 @dead_app.command("list")

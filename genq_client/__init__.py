@@ -7,7 +7,7 @@ text = genq.text(genq.generate("demo/fast", prompt="hi").id)
 
 from ._client import AsyncClient, Client, Event
 from ._common import APIError, Created
-from ._operations import BulkOutcome, CancelOutcome, GenerationPage, JobPage
+from ._operations import BulkOutcome, CancelOutcome, GenerationPage, JobPage, UsageReport
 
 __all__ = [
     "APIError",
@@ -19,4 +19,5 @@ __all__ = [
     "Event",
     "GenerationPage",
     "JobPage",
+    "UsageReport",
 ]

@@ -45,6 +45,9 @@ class Event:
     id: str | None
     type: str
     data: Any
+    usage: dict[str, Any] | None = None
+    """On a terminal event: the generation's tokens and cost, every attempt summed (the
+    ``usage`` event the gateway sends right before it)."""
 
     @property
     def terminal(self) -> bool:
@@ -71,6 +74,7 @@ class _SSEParser:
         self._type = "message"
         self._data: list[str] = []
         self._pending = ""
+        self._usage: dict[str, Any] | None = None
 
     def feed_text(self, text: str) -> list[Event]:
         """The events completed by this piece of the stream."""
@@ -94,9 +98,13 @@ class _SSEParser:
                 self._type = "message"
                 return None
             raw = "\n".join(self._data)
-            event = Event(self._id, self._type, json.loads(raw))
+            kind, data = self._type, json.loads(raw)
             self._type, self._data = "message", []
-            return event
+            if kind == "usage":  # the totals of the terminal event that follows
+                self._usage = data if isinstance(data, dict) else None
+                return None
+            usage, self._usage = self._usage, None
+            return Event(self._id, kind, data, usage if kind in TERMINAL_TYPES else None)
         if line.startswith(":"):
             return None
         name, _, value = line.partition(":")

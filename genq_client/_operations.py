@@ -6,8 +6,9 @@ Listings are newest first by creation; pass a page's ``next_cursor`` to get the 
 
 from __future__ import annotations
 
+import datetime
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
@@ -59,6 +60,22 @@ class BulkOutcome:
     """Jobs selected (the given ids of this queue, or the snapshot of ``status``)."""
 
 
+@dataclass(frozen=True)
+class UsageReport:
+    """Tokens and cost summed per group (``GET /v1/usage``), for days ``first_day`` to
+    ``last_day`` (UTC, both included). Each row has ``day``, ``tenant`` and ``model`` (None
+    when not grouped by it), ``prompt_tokens``, ``completion_tokens``, ``cached_tokens``,
+    ``cost_usd`` and ``attempts``; ``total`` the same counts over every row."""
+
+    tenant: str
+    """The tenant reported on, or ``*`` for all."""
+    first_day: str
+    last_day: str
+    group_by: list[str]
+    rows: list[dict[str, Any]]
+    total: dict[str, Any]
+
+
 def _params(**values: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
@@ -86,6 +103,18 @@ def _json(response: httpx.Response) -> Any:
 
 def _job_path(queue: str, job_id: str) -> str:
     return f"/v1/queues/{quote(queue, safe='')}/jobs/{quote(job_id, safe='')}"
+
+
+def _budget_path(tenant: str) -> str:
+    return f"/v1/budgets/{quote(tenant, safe='')}"
+
+
+def _day(value: datetime.date | str | None) -> str | None:
+    return value.isoformat() if isinstance(value, datetime.date) else value
+
+
+def _group_by(value: str | Sequence[str] | None) -> str | None:
+    return value if value is None or isinstance(value, str) else ",".join(value)
 
 
 class AsyncOperations:
@@ -229,6 +258,62 @@ class AsyncOperations:
         response = await self._post(f"/v1/queues/{quote(queue, safe='')}/jobs", body, headers)
         return created_from(response.json())
 
+    async def usage(
+        self,
+        first_day: datetime.date | str | None = None,
+        last_day: datetime.date | str | None = None,
+        *,
+        group_by: str | Sequence[str] | None = None,
+        tenant: str | None = None,
+    ) -> UsageReport:
+        """Tokens and cost from ``first_day`` to ``last_day`` (UTC days, both included;
+        default today), grouped by any of ``model``, ``day``, ``tenant``. The caller's own
+        tenant unless ``tenant`` (a name, or ``*`` for all: admin keys only)."""
+        params = _params(
+            **{"from": _day(first_day), "to": _day(last_day)},
+            group_by=_group_by(group_by),
+            tenant=tenant,
+        )
+        body = _json(await self._http.get("/v1/usage", params=params))
+        return UsageReport(
+            tenant=body["tenant"],
+            first_day=body["from"],
+            last_day=body["to"],
+            group_by=list(body["group_by"]),
+            rows=list(body["data"]),
+            total=dict(body["total"]),
+        )
+
+    async def budgets(self) -> list[dict[str, Any]]:
+        """Every tenant's budget: limits, spent today and this month, reserved (admin)."""
+        body = _json(await self._http.get("/v1/budgets"))
+        return list(body["budgets"] if isinstance(body, dict) else body)
+
+    async def budget(self, tenant: str | None = None) -> dict[str, Any]:
+        """One tenant's budget (admin), or without ``tenant`` the caller's own."""
+        path = "/v1/budget" if tenant is None else _budget_path(tenant)
+        return dict(_json(await self._http.get(path)))
+
+    async def set_budget(
+        self,
+        tenant: str,
+        *,
+        daily_usd: float | None = None,
+        monthly_usd: float | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        """Sets a tenant's limits in USD (admin; None: no limit of that kind; audited with
+        ``reason``); they win over the gateway's ``GENQ_TENANT_BUDGETS``. Answers the budget
+        as it stands."""
+        body = _params(daily_usd=daily_usd, monthly_usd=monthly_usd, reason=reason)
+        return dict(_json(await self._http.put(_budget_path(tenant), json=body)))
+
+    async def clear_budget(self, tenant: str, *, reason: str | None = None) -> dict[str, Any]:
+        """Removes the limits set through the API (admin; audited): the settings' budget, if
+        any, applies again. Answers the budget as it stands."""
+        response = await self._http.delete(_budget_path(tenant), params=_params(reason=reason))
+        return dict(_json(response))
+
 
 class BlockingOperations:
     """The blocking twins of :class:`AsyncOperations`, for :class:`Client`."""
@@ -289,3 +374,33 @@ class BlockingOperations:
         """See :meth:`AsyncOperations.enqueue_for`."""
         created: Created = self._call("enqueue_for", queue, tenant, model, prompt, **options)
         return created
+
+    def usage(
+        self,
+        first_day: datetime.date | str | None = None,
+        last_day: datetime.date | str | None = None,
+        **options: Any,
+    ) -> UsageReport:
+        """See :meth:`AsyncOperations.usage`."""
+        report: UsageReport = self._call("usage", first_day, last_day, **options)
+        return report
+
+    def budgets(self) -> list[dict[str, Any]]:
+        """See :meth:`AsyncOperations.budgets`."""
+        rows: list[dict[str, Any]] = self._call("budgets")
+        return rows
+
+    def budget(self, tenant: str | None = None) -> dict[str, Any]:
+        """See :meth:`AsyncOperations.budget`."""
+        row: dict[str, Any] = self._call("budget", tenant)
+        return row
+
+    def set_budget(self, tenant: str, **options: Any) -> dict[str, Any]:
+        """See :meth:`AsyncOperations.set_budget`."""
+        row: dict[str, Any] = self._call("set_budget", tenant, **options)
+        return row
+
+    def clear_budget(self, tenant: str, *, reason: str | None = None) -> dict[str, Any]:
+        """See :meth:`AsyncOperations.clear_budget`."""
+        row: dict[str, Any] = self._call("clear_budget", tenant, reason=reason)
+        return row

@@ -6,8 +6,8 @@ Two kinds:
   Cluster slot: the count of provider 429s (workers INCR it, the gateway's ``/metrics`` reads
   it) and the queue-depth history of the operations chart (every gateway process samples it);
 - the gateway's own keys under the queue namespace: API keys (``genq keys`` writes them, the
-  gateway reads them), per-tenant rate buckets, daily counts and in-flight sets, the
-  operations audit log.
+  gateway reads them), per-tenant rate buckets, daily counts and in-flight sets, budget
+  accounts (the gateway reserves, workers hold and charge), the operations audit log.
   Queue keys start with ``{``, so these never collide with a provider's queue.
 """
 
@@ -59,6 +59,17 @@ class GatewayKeys:
     def in_flight(self, tenant: str) -> str:
         """zset: the tenant's unfinished job ids, scored by the time they were accepted (ms)."""
         return self._key(f"inflight:{tenant}")
+
+    def budget(self, tenant: str) -> str:
+        """hash: the tenant's budget account: the operator's limits, the spend of the current
+        UTC day and month, the total reserved, one reservation per job id
+        (``genq_contract.budget``; read and written by the gateway and the workers)."""
+        return self._key(f"budget:{tenant}")
+
+    @property
+    def budget_tenants(self) -> str:
+        """set: tenants an operator gave budget limits (the admin API lists and sweeps them)."""
+        return self._key("budget-tenants")
 
     def idempotency_claim(self, scoped_key: str) -> str:
         """string: the token of the request accepting this ``<tenant>:<Idempotency-Key>`` now

@@ -28,6 +28,9 @@ class GenerationPayload(BaseModel):
     """The conversation, OpenAI style: ``{"role": ..., "content": ...}`` objects."""
     params: dict[str, Any] = {}
     """Generation params (temperature, max_tokens, ...), checked against the routing."""
+    fallbacks: list[str] | None = None
+    """The models that continue this generation when ``model`` fails, in order (see
+    ``workers.fallback``); None: the ones ``GENQ_FALLBACKS`` gives ``model``; []: none."""
     tenant: str | None = None
     """The tenant that asked (the gateway answers other tenants 404)."""
     metadata: dict[str, Any] = {}

@@ -13,6 +13,7 @@ tag, so providers spread over slots and a provider's cooldown pauses only its ow
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Self
@@ -26,6 +27,8 @@ DEV_MODELS = ("demo/fast", "demo/slow", *DEFAULT_MODELS)
 """The allow-list in dev mode (``GENQ_DEV=1``: ``genq dev``, ``make dev``)."""
 DEFAULT_CONCURRENCY = 8
 DEFAULT_NAMESPACE = "gen"
+MAX_FALLBACKS = 3
+"""The longest list of fallback models one request may give."""
 
 OPENAI_PARAMS = frozenset(
     {
@@ -72,6 +75,10 @@ class ModelNotAllowedError(RoutingError):
         super().__init__(f"model {model!r} is not available; choose one of {self.allowed}")
 
 
+class FallbackError(RoutingError):
+    """A list of fallback models that cannot be followed."""
+
+
 class UnsupportedParamError(RoutingError):
     """A generation param this provider does not accept."""
 
@@ -100,6 +107,8 @@ class Routing:
     """Allowed model (or ``<provider>/*`` pattern) -> provider name."""
     providers: Mapping[str, ProviderConfig]
     namespace: str = DEFAULT_NAMESPACE
+    fallbacks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Model -> the models that continue its generations when it fails (``GENQ_FALLBACKS``)."""
     _patterns: tuple[tuple[str, str], ...] = field(default=(), init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -117,6 +126,7 @@ class Routing:
         api_bases: Mapping[str, str] | None = None,
         api_key_envs: Mapping[str, str] | None = None,
         namespace: str = DEFAULT_NAMESPACE,
+        fallbacks: Mapping[str, Iterable[str]] | None = None,
     ) -> Routing:
         """Builds the routing from plain configuration values (see :class:`RoutingSettings`)."""
         model_providers = model_providers or {}
@@ -145,7 +155,15 @@ class Routing:
                 api_base=api_bases.get(name),
                 api_key_env=api_key_envs.get(name),
             )
-        return cls(routes, providers, namespace)
+        chains = {model: tuple(chain) for model, chain in (fallbacks or {}).items()}
+        routing = cls(routes, providers, namespace, chains)
+        for model, chain in chains.items():
+            try:
+                routing.provider_of(model)
+                routing.check_fallbacks(model, chain)
+            except RoutingError as exc:
+                raise ValueError(f"GENQ_FALLBACKS of {model!r}: {exc}") from None
+        return routing
 
     @property
     def allowed_models(self) -> list[str]:
@@ -171,10 +189,34 @@ class Routing:
         if unknown:
             raise UnsupportedParamError(unknown, self.provider_of(model).name)
 
+    def fallbacks_of(self, model: str, requested: Iterable[str] | None = None) -> tuple[str, ...]:
+        """The models that continue a generation of ``model`` when it fails, in order: the
+        request's own list when it gave one (an empty list: none), else ``GENQ_FALLBACKS``."""
+        if requested is not None:
+            return tuple(requested)
+        return self.fallbacks.get(model, ())
+
+    def check_fallbacks(
+        self, model: str, fallbacks: Iterable[str], params: Mapping[str, Any] | None = None
+    ) -> None:
+        """Raises a :class:`RoutingError` unless every fallback is an allowed model, other
+        than ``model`` and named once, whose provider accepts ``params``."""
+        chain = list(fallbacks)
+        if model in chain or len(set(chain)) < len(chain):
+            raise FallbackError("fallback models must differ from the model and from each other")
+        for fallback in chain:
+            self.provider_of(fallback)
+            self.check_params(fallback, params or {})
+
 
 def litellm_provider(model: str) -> str:
     """The LiteLLM provider prefix of a model name (``openai/gpt-4o`` -> ``openai``)."""
     return model.split("/", 1)[0]
+
+
+def new_job_id(provider: str) -> str:
+    """A new generation id, ``<provider>.<32 hex>``: whoever holds it finds its queue."""
+    return f"{provider}.{uuid.uuid4().hex}"
 
 
 def _matches(model: str, stem: str) -> bool:
@@ -228,6 +270,10 @@ class RoutingSettings(BaseSettings):
     """GENQ_PROVIDER_API_KEY_ENVS: provider -> name of the env var holding its API key."""
     queue_namespace: str = DEFAULT_NAMESPACE
     """GENQ_QUEUE_NAMESPACE: provider queues are ``<namespace>:<provider>``."""
+    fallbacks: dict[str, list[str]] = {}
+    """GENQ_FALLBACKS: ``{"model": ["fallback", ...]}`` (JSON): where a generation continues
+    when its model fails in a way retrying it will not fix soon (``workers.fallback``); a
+    request's own ``fallbacks`` list replaces its model's. Every model must be allowed."""
 
     @field_validator("models", mode="before")
     @classmethod
@@ -260,4 +306,5 @@ class RoutingSettings(BaseSettings):
             api_bases=self.provider_api_bases,
             api_key_envs=self.provider_api_key_envs,
             namespace=self.queue_namespace,
+            fallbacks=self.fallbacks,
         )

@@ -10,11 +10,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .routing import RoutingSettings
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+class TenantBudget(BaseModel):
+    """A tenant's budget in USD per UTC day and per UTC month; an absent one is no limit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    daily_usd: float | None = Field(default=None, ge=0, le=1e9)
+    monthly_usd: float | None = Field(default=None, ge=0, le=1e9)
 
 
 class CommonSettings(RoutingSettings):
@@ -40,6 +49,12 @@ class CommonSettings(RoutingSettings):
     """GENQ_TENANT_CONCURRENCY: the most generations one tenant runs at once on each provider
     queue, counted across every worker (0: no cap). Jobs beyond it wait for the tenant's
     running ones, in line, instead of being refused."""
+
+    tenant_budgets: dict[str, TenantBudget] = {}
+    """GENQ_TENANT_BUDGETS: ``{"tenant": {"daily_usd": 5, "monthly_usd": 100}}`` (JSON), either
+    may be absent. The gateway reserves each generation's maximum cost against it at enqueue
+    (402 past it) and workers charge what attempts cost (``genq_contract.budget``). Limits an
+    operator sets with ``PUT /v1/budgets/{tenant}`` win over these."""
 
     def fair_share(self) -> dict[str, Any]:
         """The :class:`genq.Queue` options of the fair share, as these settings give them."""

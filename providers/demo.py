@@ -15,6 +15,12 @@ default); a token is a word and its trailing space. Params (all optional):
 - ``demo_fault_attempts``: the fault happens on attempts 1..n only (default 1, so a retry
   succeeds); ``demo_attempt``: the current attempt (the worker passes ``job.attempt``).
 
+Usage and price: like a provider that ignores ``stream_options.include_usage``, the demo
+reports no usage, so its generations take the worker's estimated path (LiteLLM's token counter
+over the prompt and the text streamed, marked ``estimated``; ``workers.metering``). Its nominal
+price is :data:`genq_contract.spend.DEMO_PRICE` ($0.50 per million prompt tokens, $1.50 per
+million completion tokens): it bills nobody, but the whole cost and budget path runs with no key.
+
 The same faults can be asked for in the prompt, for the web page: ``[demo:429]``,
 ``[demo:429:5]`` (retry after 5 s), ``[demo:500]``, ``[demo:400]``, ``[demo:hang]``,
 ``[demo:drop]``, ``[demo:drop:10]`` (after 10 tokens). Params win over markers.
@@ -71,7 +77,6 @@ class DemoScript:
     fault: str | None = None
     fault_after: int = 0
     retry_after: float = DEFAULT_RETRY_AFTER
-    prompt_tokens: int = 0
 
     @classmethod
     def from_request(
@@ -113,7 +118,6 @@ class DemoScript:
             fault=fault,
             fault_after=after,
             retry_after=retry_after,
-            prompt_tokens=sum(len(str(m.get("content", "")).split()) for m in messages),
         )
 
     @property
@@ -147,8 +151,7 @@ class DemoLLM(litellm.CustomLLM):
             ) from exc
         if script.fault in ("429", "500", "400"):
             raise _http_fault(script, model)
-        sent = 0
-        for token in script.tokens:
+        for sent, token in enumerate(script.tokens):
             if script.fault in ("hang", "drop") and sent == script.fault_after:
                 if script.fault == "hang":
                     await asyncio.Event().wait()  # silent until the caller gives up
@@ -158,14 +161,9 @@ class DemoLLM(litellm.CustomLLM):
                     model=model,
                 )
             await asyncio.sleep(script.delay)  # 0 still yields, so streams interleave
-            sent += 1
             yield {"text": token, "is_finished": False, "finish_reason": "", "usage": None}
-        usage = {
-            "prompt_tokens": script.prompt_tokens,
-            "completion_tokens": sent,
-            "total_tokens": script.prompt_tokens + sent,
-        }
-        yield {"text": "", "is_finished": True, "finish_reason": "stop", "usage": usage}
+        # No usage: the demo stands for a provider that reports none (see the docstring).
+        yield {"text": "", "is_finished": True, "finish_reason": "stop", "usage": None}
 
 
 def _http_fault(script: DemoScript, model: str) -> Exception:

@@ -30,7 +30,8 @@ demo.register()
 
 @dataclass(frozen=True)
 class Delta:
-    """One step of a stream: some text, and on the last steps the finish reason and usage."""
+    """One step of a stream: some text, and on the last steps the finish reason and usage
+    (the provider's report only: None when it sent none)."""
 
     text: str = ""
     finish_reason: str | None = None
@@ -85,6 +86,8 @@ async def stream_chat(
             finally:
                 silence.arrived()
             delta = _delta(chunk)
+            if delta is not None and delta.usage is not None and not _reported(response):
+                delta = _without_usage(delta)
             if delta is not None:
                 yield delta
     finally:
@@ -167,10 +170,31 @@ def _delta(chunk: Any) -> Delta | None:
 
 
 def _usage(usage: Any) -> dict[str, int] | None:
+    """The provider's token counts; ``cached_tokens``: prompt tokens read from its cache (LiteLLM
+    puts OpenAI's and Anthropic's under ``prompt_tokens_details``), 0 when it says nothing."""
     if usage is None:
         return None
     fields = ("prompt_tokens", "completion_tokens", "total_tokens")
     values = {name: getattr(usage, name, None) for name in fields}
     if all(v is None for v in values.values()):
         return None
-    return {name: int(v or 0) for name, v in values.items()}
+    counts = {name: int(v or 0) for name, v in values.items()}
+    details = getattr(usage, "prompt_tokens_details", None)
+    counts["cached_tokens"] = int(getattr(details, "cached_tokens", None) or 0)
+    return counts
+
+
+def _reported(response: Any) -> bool:
+    """Whether the provider reported usage itself. Asked for usage (``include_usage``), LiteLLM
+    ends every stream with a usage chunk, counting tokens on its own when the provider sent
+    none; only the provider's chunks, which its stream wrapper keeps, tell the two apart."""
+    chunks = getattr(response, "chunks", None)
+    if chunks is None:
+        return True
+    return any(getattr(chunk, "usage", None) is not None for chunk in chunks)
+
+
+def _without_usage(delta: Delta) -> Delta | None:
+    if not delta.text and delta.finish_reason is None:
+        return None
+    return Delta(delta.text, delta.finish_reason)

@@ -1,6 +1,6 @@
 // The operations dashboard: queue counts, the Jobs view (admin_jobs.js), the 24-hour chart,
-// dead letters with retry and purge, the audit log, and one job's record with its event stream
-// live.
+// spend per tenant and model with the budgets (admin_spend.js), dead letters with retry and
+// purge, the audit log, and one job's record with its event stream live.
 //
 // Everything but the job's events is polled (a few small JSON requests every few seconds), so
 // the page holds at most one EventSource: browsers allow six connections per origin.
@@ -14,14 +14,17 @@ import {
   formatAgo,
   formatDuration,
   formatTime,
+  niceMax,
   request,
   selectCell,
   selectRow,
   setupKeyField,
+  svg,
   textChange,
   toDate,
 } from "./api.js";
 import { loadJobs, setQueue, setupJobs } from "./admin_jobs.js";
+import { formatUsd, loadBudgets, loadSpend, setupSpend } from "./admin_spend.js";
 
 const $ = (id) => document.getElementById(id);
 const api = (path, options = {}) => request(path, { ...options, auth: "admin" });
@@ -150,22 +153,6 @@ async function loadHistory() {
   historyBuckets = normalizeBuckets(answer);
   renderChart();
   renderHistoryTable();
-}
-
-const SVG = "http://www.w3.org/2000/svg";
-function svg(tag, attrs = {}, ...children) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, String(value));
-  for (const child of children) node.append(child);
-  return node;
-}
-
-// 0.83 -> 2, 3 -> 4, 7 -> 10, 23 -> 40: the next 2-4-10 step, so axis labels stay round.
-function niceMax(value) {
-  // Even steps only, so the middle grid line is a whole number of jobs too.
-  if (!(value > 0)) return 2;
-  const power = 10 ** Math.floor(Math.log10(value));
-  return [2, 4, 10, 20].map((m) => m * power).find((v) => v >= value);
 }
 
 // The same for a wait in seconds, in clock-friendly steps (2 s ... 30 s, 1 min ... 30 min, 1 h ...).
@@ -508,6 +495,13 @@ async function fetchJob(id, queue, { withToken = true } = {}) {
   return record;
 }
 
+// "12 prompt + 30 completion tokens, $0.000051 (estimated)": the API's usage shape in words.
+function describeUsage(usage) {
+  const cached = usage.cached_tokens ? ` (${usage.cached_tokens} cached)` : "";
+  const estimated = usage.estimated ? " (estimated)" : "";
+  return `${usage.prompt_tokens ?? 0} prompt${cached} + ${usage.completion_tokens ?? 0} completion tokens, ${formatUsd(usage.cost_usd)}${estimated}`;
+}
+
 function pretty(value) {
   if (value === undefined || value === null) return "—";
   return typeof value === "string" ? value : JSON.stringify(value, null, 2);
@@ -554,13 +548,18 @@ function renderRecord(record) {
       el("td", { "data-label": "Started" }, formatTime(a.started_at)),
       el("td", { "data-label": "Ended" }, formatTime(a.ended_at)),
       el("td", { "data-label": "Outcome" }, el("span", { class: `badge ${a.outcome}` }, a.outcome)),
+      el("td", { "data-label": "Model" }, a.model ?? "—"),
+      el("td", { "data-label": "Usage" }, a.usage ? describeUsage(a.usage) : "none reported"),
       el("td", { "data-label": "Error" }, a.error ?? "—"),
     ),
   );
-  const none = el("tr", {}, el("td", { colspan: 5, class: "empty" }, "No attempt has ended yet."));
+  const none = el("tr", {}, el("td", { colspan: 7, class: "empty" }, "No attempt has ended yet."));
   $("job-history").tBodies[0].replaceChildren(...(history.length ? history : [none]));
   const usage = record.usage ?? (record.result && typeof record.result === "object" ? record.result.usage : null);
-  $("job-usage").textContent = usage ? pretty(usage) : "No usage reported.";
+  const answered = record.answered_by ? ` Answered by ${record.answered_by}.` : "";
+  $("job-usage").textContent = usage
+    ? `${describeUsage(usage)}, every attempt summed.${answered}`
+    : "No usage reported.";
   $("job-payload").textContent = pretty(record.payload);
   $("job-result").textContent = pretty(record.result ?? record.text);
   $("job-cancel").disabled = TERMINAL.has(record.status);
@@ -758,12 +757,15 @@ function every(ms, load) {
 async function init() {
   await setupKeyField($("admin-key"), "admin", () => refreshAll());
   await setupJobs({ changed: () => Promise.allSettled([loadQueues(), loadDead(), loadAudit()]) });
+  setupSpend({ changed: () => Promise.allSettled([loadAudit()]) });
   const ticks = [
     every(2000, loadQueues),
     every(3000, loadDead),
     every(5000, loadAudit),
     every(3000, loadJobs),
     every(60000, loadHistory),
+    every(15000, loadSpend),
+    every(5000, loadBudgets),
     every(3000, async () => {
       if (jobView && !jobView.terminal) await refreshJobRecord();
     }),

@@ -236,6 +236,22 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// document.createElementNS for the dashboard's SVG charts.
+export function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, String(value));
+  for (const child of children) node.append(child);
+  return node;
+}
+
+// 0.83 -> 2, 3 -> 4, 7 -> 10, 23 -> 40: the next 2-4-10 step, so a chart's axis labels stay
+// round (even steps only, so the middle grid line is a whole number of jobs too).
+export function niceMax(value) {
+  if (!(value > 0)) return 2;
+  const power = 10 ** Math.floor(Math.log10(value));
+  return [2, 4, 10, 20].map((m) => m * power).find((v) => v >= value);
+}
+
 // Adds or removes a row's id in a selection, and marks the row (a <tr data-job-id>) to match.
 export function selectRow(table, selection, id, on) {
   if (on) selection.add(id);

@@ -5,13 +5,17 @@ Job payload: a :class:`genq_contract.payload.GenerationPayload` (written by the 
     {"model": "demo/fast", "messages": [{"role": "user", "content": "..."}],  # or "prompt"
      "params": {"temperature": 0.2, ...}}                                      # optional
 
-Result: ``{"text", "model", "finish_reason", "usage"}``. Each chunk event's data is a piece of
-text; the chunks of the attempt that completed concatenate to ``text`` exactly.
+Result: ``{"text", "model", "finish_reason", "usage"}``, ``usage`` as
+:meth:`genq_contract.spend.Usage.as_json` gives it. Each chunk event's data is a piece of text;
+the chunks of the attempt that completed concatenate to ``text`` exactly. Every attempt meters
+its usage and cost, and holds a budget, through :mod:`workers.metering`. A failure that
+retrying the model will not fix soon continues on a fallback model (:mod:`workers.fallback`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +33,8 @@ from workers.coalesce import (
     EmitStats,
     JobEmitter,
 )
+from workers.fallback import DEFAULT_MAX_WAIT, Fallbacks
+from workers.metering import Metering
 
 
 @dataclass
@@ -45,9 +51,13 @@ class GenerationHandler:
     demo_faults: bool = False
     """The demo provider fails on request (``GENQ_DEMO_FAULTS``); never a request's choice."""
     max_cooldown: float = DEFAULT_MAX_COOLDOWN
+    metering: Metering = field(default_factory=Metering)
+    fallback_max_wait: float = DEFAULT_MAX_WAIT
     batcher: EmitBatcher | None = field(default=None, init=False)
+    fallbacks: Fallbacks = field(init=False)
 
     def __post_init__(self) -> None:
+        self.fallbacks = Fallbacks.beside(self.queue, self.routing, self.fallback_max_wait)
         if self.coalesce_window > 0:
             self.batcher = EmitBatcher(
                 window=self.coalesce_window, max_chars=self.coalesce_max_chars, stats=self.stats
@@ -65,6 +75,11 @@ class GenerationHandler:
 
     async def __call__(self, job: ActiveJob) -> dict[str, Any]:
         request = GenerationPayload.parse(job.payload)
+        generate = functools.partial(self._generate, job, request)
+        return await self.fallbacks.run(job, request, generate, self._emitter)
+
+    async def _generate(self, job: ActiveJob, request: GenerationPayload) -> dict[str, Any]:
+        """One attempt on the request's own model."""
         try:
             self.routing.check_params(request.model, request.params)
             provider = self.routing.provider_of(request.model)
@@ -80,42 +95,43 @@ class GenerationHandler:
             params["demo_attempt"] = job.attempt  # lets demo faults hit chosen attempts only
             params[demo.FAULTS_ENABLED] = self.demo_faults
 
-        emitter = self._emitter(job)
-        parts: list[str] = []
         finish_reason: str | None = None
-        usage: dict[str, int] | None = None
-        stream = stream_chat(
-            request.model,
-            request.messages,
-            params,
-            silence_timeout=self.silence_timeout,
-            api_base=provider.api_base,
-            api_key=self._api_key(provider),
-        )
-        try:
-            # aclosing: a cancel that lands while we await Redis still closes the upstream now.
-            async with contextlib.aclosing(stream):
-                async for delta in stream:
-                    if delta.text:
-                        parts.append(delta.text)
-                        await emitter.write(delta.text)
-                    finish_reason = delta.finish_reason or finish_reason
-                    usage = delta.usage or usage
-            await emitter.aclose()
-        except Exception as exc:
-            await self._after_failure(emitter, exc)
-            raise
-        finally:
-            emitter.abort()
-        if not parts and usage is None:
+        async with self.metering.attempt(job, request) as meter:
+            await meter.hold()
+            emitter = self._emitter(job)
+            stream = stream_chat(
+                request.model,
+                request.messages,
+                params,
+                silence_timeout=self.silence_timeout,
+                api_base=provider.api_base,
+                api_key=self._api_key(provider),
+            )
+            try:
+                # aclosing: a cancel that lands while we await Redis still closes the upstream.
+                async with contextlib.aclosing(stream):
+                    meter.sending()
+                    async for delta in stream:
+                        meter.observe(delta)
+                        if delta.text:
+                            await emitter.write(delta.text)
+                        finish_reason = delta.finish_reason or finish_reason
+                await emitter.aclose()
+            except Exception as exc:
+                await self._after_failure(emitter, exc)
+                raise
+            finally:
+                emitter.abort()
+        text = meter.text
+        if not text and meter.reported is None:
             # A 200 that was not an event stream (an HTML error page from a proxy, say):
             # LiteLLM still reports finish_reason "stop". A real empty answer carries usage.
             raise RetryJobError("the provider's answer had no content and no usage report")
         return {
-            "text": "".join(parts),
+            "text": text,
             "model": request.model,
             "finish_reason": finish_reason,
-            "usage": usage,
+            "usage": meter.usage.as_json() if meter.usage is not None else None,
         }
 
     async def _after_failure(self, emitter: JobEmitter, exc: Exception) -> None:

@@ -25,12 +25,15 @@ from tenacity import (
 
 from genq import Queue, RedisClient, Worker
 from genq.connection import connect as connect_redis
+from genq_contract.spend import publish_prices
+from providers.costs import served_models, warm_up
 from workers.alerts import DeadLetterAlerts
 from workers.coalesce import EmitStats
 from workers.drain import Drain
 from workers.handler import GenerationHandler
 from workers.logs import configure as configure_logging
 from workers.logs import log_failure
+from workers.metering import Metering
 from workers.settings import WorkerSettings
 
 log = logging.getLogger("workers")
@@ -46,11 +49,12 @@ class WorkerProcess:
     workers: dict[str, Worker] = field(default_factory=dict)
     handlers: dict[str, GenerationHandler] = field(default_factory=dict)
     stats: EmitStats = field(default_factory=EmitStats)
+    metering: Metering = field(default_factory=Metering)
 
     @classmethod
     def build(cls, settings: WorkerSettings, redis: RedisClient) -> WorkerProcess:
         routing = settings.routing()
-        process = cls(settings, redis)
+        process = cls(settings, redis, metering=Metering(budgets=settings))
         for name in settings.selected_providers():
             provider = routing.providers[name]
             queue = Queue(
@@ -74,6 +78,8 @@ class WorkerProcess:
                 stats=process.stats,
                 demo_faults=settings.demo_faults_enabled(),
                 max_cooldown=settings.max_cooldown,
+                fallback_max_wait=settings.fallback_max_wait,
+                metering=process.metering,
             )
             process.queues[name] = queue
             process.handlers[name] = handler
@@ -83,8 +89,17 @@ class WorkerProcess:
         return process
 
     async def start(self) -> None:
+        await self.publish_prices()
         for worker in self.workers.values():
             await worker.start()
+
+    async def publish_prices(self) -> None:
+        """Publishes the prices of the models this process serves (the gateway reserves
+        budgets with them) and loads the token counter, before the first job."""
+        routing = self.settings.routing()
+        models = served_models(routing, self.queues)
+        await publish_prices(self.redis, routing.namespace, self.metering.prices.prices(models))
+        await asyncio.to_thread(warm_up, models)
 
     async def stop(self, deadline: float | None = None) -> None:
         await asyncio.gather(*(w.stop(deadline=deadline) for w in self.workers.values()))

@@ -47,6 +47,9 @@ class WorkerSettings(CommonSettings):
     max_cooldown: float = Field(DEFAULT_MAX_COOLDOWN, ge=0)
     """GENQ_MAX_COOLDOWN: the longest queue-wide pause one provider 429 can cause, seconds (the
     job that got it still waits its whole Retry-After); 0 = a 429 never pauses the queue."""
+    fallback_max_wait: float = Field(30.0, ge=0)
+    """GENQ_FALLBACK_MAX_WAIT: a 429 asking to wait longer than this (seconds) sends the
+    generation to its next fallback model at once (see ``workers.fallback``)."""
     startup_timeout: float = Field(60.0, gt=0)
     """GENQ_STARTUP_TIMEOUT: how long to wait for Redis at start before giving up."""
 

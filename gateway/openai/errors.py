@@ -2,7 +2,8 @@
 
 ``{"error": {"message", "type", "param", "code"}}`` with the status OpenAI uses for the same
 cause: a validation failure is 400 (FastAPI would say 422), an unknown model 404
-``model_not_found``, a limit 429 with ``Retry-After``. Every other error is first mapped by the
+``model_not_found``, a limit 429 with ``Retry-After``, a budget refusal 402
+``insufficient_quota`` / ``budget_exceeded``. Every other error is first mapped by the
 gateway's own :func:`gateway.errors.error_response` (so Redis outages and the like keep their
 status and headers) and then reshaped. Native routes keep ``{"detail": ...}``.
 """
@@ -18,11 +19,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
-from ..errors import GatewayError, error_response
+from ..errors import GatewayError, PaymentRequired, error_response
 
 TYPES = {
     400: "invalid_request_error",
     401: "invalid_request_error",
+    402: "insufficient_quota",
     403: "permission_error",
     404: "invalid_request_error",
     409: "invalid_request_error",
@@ -31,7 +33,7 @@ TYPES = {
     500: "server_error",
     503: "server_error",
 }
-CODES = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
+CODES = {401: "invalid_api_key", 402: "budget_exceeded", 429: "rate_limit_exceeded"}
 KEPT_HEADERS = ("retry-after", "www-authenticate")
 
 
@@ -87,6 +89,8 @@ def openai_error_response(exc: Exception) -> JSONResponse:
         param = ".".join(loc) or None
         message = f"{first.get('msg', 'invalid request')}" + (f" ({param})" if param else "")
         return JSONResponse(error_body(400, message, param=param), 400)
+    if isinstance(exc, PaymentRequired):  # OpenAI's field set: the message says the rest
+        return JSONResponse(error_body(402, exc.detail), 402)
     native = error_response(exc)
     detail = json.loads(bytes(native.body)).get("detail")
     message = detail if isinstance(detail, str) else "invalid request"

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 
 from genq import TERMINAL, JobStatus
 
+from ..budgets import release_if_never_ran
 from ..deps import Gateway, GatewayDep, OwnedJob, PrincipalDep, load_owned_job
 from ..routes.generations import wait_for_end
 from .accept import IdempotencyKey, accept, sse_response
@@ -96,6 +97,8 @@ async def cancel_response(
     owned = await load_owned_job(gateway, job_id_of(response_id), principal.tenant)
     cancelled = await owned.queue.cancel(owned.job.id)
     job = await owned.queue.get(owned.job.id) or owned.job
+    if cancelled:  # a job that never ran gives its budget reservation back now
+        await release_if_never_ran(gateway.redis, gateway.settings, job)
     if cancelled and job.status not in TERMINAL:
         job = await wait_for_end(gateway, OwnedJob(owned.provider, owned.queue, job), CANCEL_SETTLE)
     view = OwnedJob(owned.provider, owned.queue, job)

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from genq import TERMINAL, Event, Job, JobStatus
 from genq.cancellation import cancel_and_wait
 
+from ..budgets import release_if_never_ran
 from ..deps import (
     GatewayDep,
     JobId,
@@ -191,6 +192,8 @@ async def cancel_generation(
     cancelled = await owned.queue.cancel(job_id)
     gateway.metrics.cancels.labels(owned.provider).inc()
     job = await owned.queue.get(job_id)
+    if cancelled:  # a job that never ran gives its budget reservation back now
+        await release_if_never_ran(gateway.redis, gateway.settings, job)
     return CancelResult(cancelled=cancelled, status=(job or owned.job).status.value)
 
 

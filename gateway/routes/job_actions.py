@@ -15,6 +15,7 @@ from fastapi import APIRouter, Query
 from genq import TERMINAL, Job, JobNotFinishedError, Queue
 
 from ..auth import Principal
+from ..budgets import release_if_never_ran
 from ..deps import AdminDep, Gateway, GatewayDep, JobId
 from ..errors import BadRequest, Conflict, NotFound
 from ..ops_schemas import (
@@ -131,6 +132,7 @@ async def _cancel(gateway: Gateway, name: str, queue: Queue, job_id: str) -> boo
     cancelled = await queue.cancel(job_id)
     if cancelled:
         gateway.metrics.cancels.labels(name).inc()
+        await release_if_never_ran(gateway.redis, gateway.settings, await queue.get(job_id))
     return cancelled
 
 

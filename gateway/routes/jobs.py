@@ -28,7 +28,6 @@ from ..schemas import (
     ERRORS,
     IDEMPOTENCY_KEY_PATTERN,
     AdminGeneration,
-    AttemptOut,
     GenerationCreated,
 )
 from ..submit import answer_created, submit
@@ -108,7 +107,6 @@ async def queue_job(
         queue=name,
         payload={k: v for k, v in payload.items() if k not in ("tenant", "fingerprint")},
         result=job.result,
-        attempts=[AttemptOut(**vars(attempt)) for attempt in job.history],
         watch_token=token,
         watch_token_expires_at=expires,
     )

@@ -15,9 +15,10 @@ local function append(events, maxlen, etype, data)
 end
 
 -- Drops the stream's entries but keeps its last id, so the next entry sorts above all of them.
-local function restart_stream(events, maxlen)
+-- data: the restart marker's data (JSON), 'null' unless the handler restarted on purpose.
+local function restart_stream(events, maxlen, data)
   redis.call('XTRIM', events, 'MAXLEN', 0)
-  return append(events, maxlen, 'restarted', 'null')
+  return append(events, maxlen, 'restarted', data or 'null')
 end
 
 -- Releases an idempotency key, but only while it still points at this job.
@@ -56,21 +57,71 @@ local function pad(n, width)
 end
 
 -- Appends the attempt that just ended to the record's history: a JSON list of {attempt,
--- started_at, ended_at (ms), outcome, error}, the newest 50 kept.
-local function record_attempt(job, now, outcome, err)
+-- started_at, ended_at (ms), outcome, error, label, usage}, the newest 50 kept. metered is the
+-- attempt's usage as meter() decoded it, or nil.
+local function record_attempt(job, now, outcome, err, metered)
   local f = redis.call('HMGET', job, 'attempt', 'started_at', 'history')
   local history = {}
   if f[3] and f[3] ~= '' then
     history = cjson.decode(f[3])
   end
-  history[#history + 1] = {
+  local entry = {
     attempt = tonumber(f[1]), started_at = tonumber(f[2]), ended_at = now, outcome = outcome,
     error = err,
   }
+  if metered then
+    entry.label = metered.label
+    entry.usage = metered.usage
+  end
+  history[#history + 1] = entry
   while #history > 50 do
     table.remove(history, 1)
   end
   redis.call('HSET', job, 'history', cjson.encode(history))
+end
+
+--[[ Metering: the usage an attempt reports (ActiveJob.meter), added once, by the script that
+settles the attempt. metered (JSON, '' for none) = {label, counts = {name = n}, estimated,
+counted}. The record's usage field sums the counts of every attempt (and says whether any was
+estimated); when counted, each count is also added to the day's and the all-time counters,
+field "<tenant>\0<label>\0<name>", with "attempts" (and "estimated_attempts") beside them.
+Returns {label, usage = counts + estimated} for the history entry, or nil. ]]
+local function meter(job, metered, tenant, day_counters, all_counters, day_ttl)
+  if metered == '' then
+    return nil
+  end
+  local m = cjson.decode(metered)
+  local raw = redis.call('HGET', job, 'usage')
+  local totals = {}
+  if raw and raw ~= '' then
+    totals = cjson.decode(raw)
+  end
+  local usage = {}
+  local prefix = (tenant or '') .. '\0' .. m.label .. '\0'
+  local function count(name, n)
+    redis.call('HINCRBY', day_counters, prefix .. name, int(n))
+    redis.call('HINCRBY', all_counters, prefix .. name, int(n))
+  end
+  for name, n in pairs(m.counts) do
+    totals[name] = (totals[name] or 0) + n
+    usage[name] = n
+    if m.counted then
+      count(name, n)
+    end
+  end
+  usage.estimated = m.estimated
+  totals.estimated = totals.estimated == true or m.estimated
+  redis.call('HSET', job, 'usage', cjson.encode(totals))
+  if m.counted then
+    count('attempts', 1)
+    if m.estimated then
+      count('estimated_attempts', 1)
+    end
+    if day_ttl > 0 then
+      redis.call('PEXPIRE', day_counters, day_ttl)
+    end
+  end
+  return {label = m.label, usage = usage}
 end
 
 --[[ Job index. Every job is listed under its status, for the queue (index) and for its tenant
@@ -123,7 +174,14 @@ end
 local function finish(B, job, events, status, now, data, ttl_ms, maxlen)
   local tenant, created, id = reindex(B, job, status)
   redis.call('HSET', job, 'status', status, 'finished_at', int(now), 'updated_at', int(now))
-  append(events, maxlen, status, data)
+  local usage = redis.call('HGET', job, 'usage')
+  if usage then
+    -- the terminal event carries the generation's usage totals (Event.usage)
+    redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'type', status, 'data', data,
+      'usage', usage)
+  else
+    append(events, maxlen, status, data)
+  end
   if ttl_ms > 0 then
     redis.call('PEXPIRE', job, ttl_ms)
     redis.call('PEXPIRE', events, ttl_ms)
@@ -149,9 +207,21 @@ local function dead_letter(B, job, events, dead, idem, id, now, reason, err, ttl
   }))
 end
 
-local function ring_doorbell(signal)
-  if redis.call('LPUSH', signal, '1') > 1000 then
-    redis.call('LTRIM', signal, 0, 999)
+-- Wakes up to `count` (default 1, at most 100) idle workers, one ring each. Past 1,000 rings
+-- (no worker listening) the list is cut back to its newest 100, so that happens once per 900.
+local function ring_doorbell(signal, count)
+  local length
+  if not count or count <= 1 then
+    length = redis.call('LPUSH', signal, '1')
+  else
+    local rings = {}
+    for i = 1, math.min(count, 100) do
+      rings[i] = '1'
+    end
+    length = redis.call('LPUSH', signal, unpack(rings))
+  end
+  if length > 1000 then
+    redis.call('LTRIM', signal, 0, 99)
   end
 end
 

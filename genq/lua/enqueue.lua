@@ -1,77 +1,171 @@
 #!lua
 --[[
-Enqueue: creates a job record and makes it ready (or scheduled when delayed), in one step.
-A ready job joins its tenant's line too (fair share: see _lib.lua).
+Enqueue: creates job records and makes each job ready (or scheduled when delayed), in one step:
+one item for Queue.enqueue, a chunk of a batch for Queue.enqueue_many. A ready job joins its
+tenant's line too (fair share: see _lib.lua).
 
-A job with an idempotency key that is still bound answers with the bound job's id. A finished
-job with the same id is dropped (record, stream, dead entry) and started clean; a live one is
-refused. Safe to run twice: a re-run carrying the same nonce answers with the job it created.
+Items are taken in order, each exactly as if it were enqueued alone (an earlier item's job and
+idempotency key are there for the later ones), except that the writes to the queue's shared
+keys are gathered into one command per key. An item whose idempotency key is still bound
+answers with the bound job's id. A finished job with the item's id is dropped (record, stream,
+dead entry) and started clean; a live one is refused. Safe to run twice: a re-run carrying the
+same nonces answers with the jobs it created.
 
-KEYS[1] job record          KEYS[2] job stream         KEYS[3] ready set
-KEYS[4] scheduled set       KEYS[5] rank hash          KEYS[6] dead set
-KEYS[7] doorbell list       KEYS[8] sequence counter   KEYS[9] idempotency key (placeholder if none)
-KEYS[10..18] the books (fair share and job index: see _lib.lua)
-ARGV[1] job id              ARGV[2] nonce              ARGV[3] encoded payload
-ARGV[4] priority            ARGV[5] delay (ms)         ARGV[6] max attempts
-ARGV[7] idempotency key ('' for none)                  ARGV[8] idempotency ttl (ms)
-ARGV[9] tenant ('' for the default one)
-Returns {code, id}: 0 created, 1 deduplicated (id is the bound job's), 2 id is live.
+The record leaves out the fields that still hold their defaults, which genq/job.py reads back:
+attempt 0, progress '', cancel_requested 0, out 0, eseq 0, priority 0, tenant '', updated_at
+and run_at equal to created_at (the scripts that change a job write the ones they change), and
+the nonce when it is the job's id (a generated id).
+
+KEYS[1] ready set           KEYS[2] scheduled set      KEYS[3] rank hash
+KEYS[4] dead set            KEYS[5] doorbell list      KEYS[6] sequence counter
+KEYS[7..15] the books (fair share and job index: see _lib.lua)
+then for item i (from 0): KEYS[16 + 3i] job record, KEYS[17 + 3i] job stream,
+KEYS[18 + 3i] idempotency key (any placeholder if none)
+ARGV, nine per item: ARGV[9i + 1] job id, ARGV[9i + 2] nonce, ARGV[9i + 3] encoded payload,
+ARGV[9i + 4] priority, ARGV[9i + 5] delay (ms), ARGV[9i + 6] max attempts,
+ARGV[9i + 7] idempotency key ('' for none), ARGV[9i + 8] idempotency ttl (ms),
+ARGV[9i + 9] tenant ('' for the default one)
+Returns {code, id} per item, one flat list: 0 created, 1 deduplicated (id is the bound job's),
+2 id is live.
 Events: none.
 ]]
-local job, events, ready, scheduled, rank_hash, dead, signal, seq, idem =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local B = books_at(10)
-local id, nonce, tenant = ARGV[1], ARGV[2], ARGV[9]
+local ready, scheduled, rank_hash, dead, signal, seq =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local B = books_at(7)
+local STATIC, NARGS = 15, 9
+local single = #ARGV == NARGS
 
-if ARGV[7] ~= '' then
-  local bound = redis.call('GET', idem)
-  if bound then
-    if bound == id and redis.call('HGET', job, 'nonce') == nonce then
-      return {0, id}
+-- A write to a shared key: sent at once for a single item; for many, gathered per key and
+-- sent once at the end (ZADD and HSET take many pairs).
+local gathered, tenants
+if not single then
+  gathered, tenants = {}, {}
+end
+local function later(command, key, a, b)
+  if single then
+    redis.call(command, key, a, b)
+    return
+  end
+  local args = gathered[key]
+  if not args then
+    args = {command, key}
+    gathered[key] = args
+  end
+  args[#args + 1] = a
+  args[#args + 1] = b
+end
+
+-- make_ready's turn (see _lib.lua): a tenant with no other runnable job joins the turns.
+local function take_turn(tenant)
+  if not (redis.call('ZSCORE', B.turns, tenant) or redis.call('ZSCORE', B.parked, tenant)) then
+    join_turns(B, tenant)
+  end
+end
+
+local now, created, padded, first, made, rung = nil, nil, nil, 0, 0, 0
+
+local function enqueue(i)
+  local a, k = NARGS * i, STATIC + 3 * i
+  local job, events, idem = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
+  local id, nonce, key = ARGV[a + 1], ARGV[a + 2], ARGV[a + 7]
+  if key ~= '' then
+    local bound = redis.call('GET', idem)
+    if bound then
+      if bound == id and (redis.call('HGET', job, 'nonce') or id) == nonce then
+        return 0, id
+      end
+      return 1, bound
     end
-    return {1, bound}
   end
-end
 
-local status = redis.call('HGET', job, 'status')
-if status then
-  if redis.call('HGET', job, 'nonce') == nonce then
-    return {0, id}
+  local status = redis.call('HGET', job, 'status')
+  if status then
+    if (redis.call('HGET', job, 'nonce') or id) == nonce then
+      return 0, id
+    end
+    if not FINISHED[status] then
+      return 2, id
+    end
+    reindex(B, job, nil)
+    redis.call('DEL', job, events)
+    redis.call('ZREM', dead, id)
   end
-  if status ~= 'completed' and status ~= 'failed' and status ~= 'cancelled' then
-    return {2, id}
+
+  if not now then
+    now = now_ms()
+    created, padded = int(now), pad(now, 15)
+    first = redis.call('INCR', seq)
   end
-  reindex(B, job, nil)
-  redis.call('DEL', job, events)
-  redis.call('ZREM', dead, id)
+  made = made + 1
+  local priority, delay, tenant = ARGV[a + 4], tonumber(ARGV[a + 5]), ARGV[a + 9]
+  -- The ready set's score, padded once for the record, the rank hash and the line entry.
+  local rank = string.format('%016.0f', (1000 - tonumber(priority)) * 1e12 + first + made - 1)
+  status = 'waiting'
+  if delay > 0 then
+    status = 'scheduled'
+  end
+  local fields = {
+    'id', id, 'status', status, 'payload', ARGV[a + 3], 'max_attempts', ARGV[a + 6],
+    'rank', rank, 'created_at', created, 'idempotency_key', key, 'idem_ttl', ARGV[a + 8],
+  }
+  if nonce ~= id then
+    fields[17], fields[18] = 'nonce', nonce
+  end
+  if priority ~= '0' then
+    fields[#fields + 1], fields[#fields + 2] = 'priority', priority
+  end
+  if tenant ~= '' then
+    fields[#fields + 1], fields[#fields + 2] = 'tenant', tenant
+  end
+  if delay > 0 then
+    local run_at = int(now + delay)
+    fields[#fields + 1], fields[#fields + 2] = 'run_at', run_at
+    later('ZADD', scheduled, run_at, id)
+    later('HSET', rank_hash, id, scheduled_entry(rank, tenant))
+  else
+    later('ZADD', ready, rank, id)
+    later('ZADD', B.lines, 0, tenant .. '\0' .. rank .. '\0' .. id) -- line_entry, rank padded
+    if single then
+      take_turn(tenant)
+    else
+      tenants[tenant] = true
+    end
+    rung = rung + 1
+  end
+  redis.call('HSET', job, unpack(fields))
+  local entry = status .. '\0' .. padded .. '\0' .. id
+  later('ZADD', B.index, 0, entry)
+  later('ZADD', B.tindex, 0, tenant .. '\0' .. entry)
+  if key ~= '' then
+    redis.call('SET', idem, id)
+  end
+  return 0, id
 end
 
-local now = now_ms()
-local priority = tonumber(ARGV[4])
-local delay = tonumber(ARGV[5])
-local rank = (1000 - priority) * 1000000000000 + redis.call('INCR', seq)
-
-local status_now = 'waiting'
-if delay > 0 then
-  status_now = 'scheduled'
-end
-redis.call('HSET', job,
-  'id', id, 'nonce', nonce, 'status', status_now, 'payload', ARGV[3], 'priority', ARGV[4],
-  'attempt', 0, 'max_attempts', ARGV[6], 'progress', '', 'rank', int(rank),
-  'created_at', int(now), 'updated_at', int(now), 'run_at', int(now + delay),
-  'idempotency_key', ARGV[7], 'idem_ttl', ARGV[8], 'cancel_requested', 0, 'out', 0, 'eseq', 0,
-  'tenant', tenant)
-index_add(B, tenant, status_now, now, id)
-
-if delay > 0 then
-  redis.call('ZADD', scheduled, int(now + delay), id)
-  redis.call('HSET', rank_hash, id, scheduled_entry(int(rank), tenant))
-else
-  make_ready(B, ready, id, int(rank), tenant)
-  ring_doorbell(signal)
+if single then
+  local replies = {enqueue(0)}
+  if rung > 0 then
+    ring_doorbell(signal)
+  end
+  return replies
 end
 
-if ARGV[7] ~= '' then
-  redis.call('SET', idem, id)
+local replies = {}
+for i = 0, #ARGV / NARGS - 1 do
+  local code, answer = enqueue(i)
+  replies[#replies + 1] = code
+  replies[#replies + 1] = answer
 end
-return {0, id}
+if made > 1 then
+  redis.call('INCRBY', seq, made - 1)
+end
+for _, args in pairs(gathered) do
+  redis.call(unpack(args))
+end
+for tenant in pairs(tenants) do
+  take_turn(tenant)
+end
+if rung > 0 then
+  ring_doorbell(signal, rung)
+end
+return replies

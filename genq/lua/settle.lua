@@ -6,24 +6,29 @@ wins over every outcome: the job settles cancelled and is not retried.
 
 Outcomes: complete (result) | retry (error, delay) | fail (error, reason) | cancel |
 release (hand the job back untouched by shutdown: ready again, attempt not counted). Every
-outcome but release adds the attempt to the record's history.
+outcome but release adds the attempt to the record's history (a release too, when it reports
+usage). The attempt's metered usage (ActiveJob.meter), if any, is added to the record and to the
+queue's usage counters here, so a re-run or a lost reply never counts it twice.
 A retry past the last attempt dead-letters. Safe to run twice: a re-run by the same token after
 the job left `active` answers with the status it settled to. Runs when memory is full.
 
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] lease set   KEYS[4] scheduled set
 KEYS[5] ready set    KEYS[6] dead set     KEYS[7] rank hash   KEYS[8] idempotency key
-KEYS[9] doorbell list
-KEYS[10..18] the books (fair share and job index: see _lib.lua)
+KEYS[9] doorbell list     KEYS[10] the day's usage counters   KEYS[11] all-time usage counters
+KEYS[12..20] the books (fair share and job index: see _lib.lua)
 ARGV[1] job id   ARGV[2] lease token   ARGV[3] outcome   ARGV[4] result (encoded) or error text
 ARGV[5] retry delay (ms)   ARGV[6] dead reason (error | terminal)   ARGV[7] result ttl (ms)
 ARGV[8] dead ttl (ms)   ARGV[9] stream max length   ARGV[10] dead-letters channel
+ARGV[11] metered usage (JSON, '' for none: see meter() in _lib.lua)
+ARGV[12] how long the day's usage counters are kept (ms, 0: forever)
 Returns {0, status after settling} or {4} when the lease is lost.
 Events: completed | failed | cancelled when the job finishes; none for retry and release.
 A dead-lettered job is also published on the dead-letters channel.
 ]]
 local job, events, leases, scheduled, ready, dead, rank_hash, idem, signal =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local B = books_at(10)
+local day_counters, all_counters = KEYS[10], KEYS[11]
+local B = books_at(12)
 local id, outcome, data = ARGV[1], ARGV[3], ARGV[4]
 local result_ttl, dead_ttl, maxlen = tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
 
@@ -39,17 +44,20 @@ end
 local now = now_ms()
 local tenant = state[8]
 end_lease(B, leases, id, tenant)
+local metered = meter(job, ARGV[11], tenant, day_counters, all_counters, tonumber(ARGV[12]))
 
-if outcome ~= 'release' then
+if outcome == 'release' and metered then
+  record_attempt(job, now, 'released', nil, metered)
+elseif outcome ~= 'release' then
   local outcomes = {complete = 'completed', retry = 'retry', fail = 'failed', cancel = 'cancelled'}
   local err = nil
   if outcome == 'retry' or outcome == 'fail' then
     err = data
   end
   if state[3] == '1' then
-    record_attempt(job, now, 'cancelled', nil)
+    record_attempt(job, now, 'cancelled', nil, metered)
   else
-    record_attempt(job, now, outcomes[outcome], err)
+    record_attempt(job, now, outcomes[outcome], err, metered)
   end
 end
 

@@ -188,7 +188,12 @@ def test_admin_page_shows_a_job_and_its_events_live(
     expect(history).to_have_count(1)
     expect(history.first).to_contain_text("failed")
     expect(history.first).to_contain_text("invalid request")
-    expect(page.locator("#job-usage")).to_have_text("No usage reported.")
+    expect(history.first).to_contain_text("demo/fast")  # the model the attempt called
+    # refused before any output: the attempt is metered, at nothing (no provider bills it)
+    expect(history.first).to_contain_text("0 prompt + 0 completion tokens, $0.000000")
+    expect(page.locator("#job-usage")).to_have_text(
+        "0 prompt + 0 completion tokens, $0.000000, every attempt summed."
+    )
     expect(page.locator("#job-events")).to_contain_text("failed")
     screenshot(page, "dead-job")
 
@@ -206,8 +211,10 @@ def test_admin_page_shows_a_job_and_its_events_live(
     expect(record).to_contain_text("completed")
     expect(record).to_contain_text("100%")
     expect(page.locator("#job-payload")).to_contain_text("Watch me")
+    usage = result["usage"]  # the record's totals: the demo reports none, genq counts
     expect(page.locator("#job-usage")).to_contain_text(
-        f'"completion_tokens": {result["usage"]["completion_tokens"]}'
+        f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, "
+        f"${usage['cost_usd']:.6f} (estimated), every attempt summed. Answered by demo/slow."
     )
 
 

@@ -371,9 +371,12 @@ def test_jobs_view_enqueue_dialog_and_job_view(ops: Stack, page: Page) -> None:
     wait_status(ops, job_id, "completed")
     finished = job(ops, job_id) or {}
     expect(page.locator("#job-text")).to_have_text(finished["text"])
-    assert finished["usage"]["completion_tokens"] == 12
+    assert finished["usage"]["completion_tokens"] >= 12  # 12 words, counted by the worker
     expect(page.locator("#job-attempts")).to_contain_text("1 of 2")
-    expect(page.locator("#job-usage")).to_contain_text("completion_tokens")
+    usage = finished["usage"]
+    expect(page.locator("#job-usage")).to_contain_text(
+        f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens"
+    )
     expect(page.locator("#job-record")).to_contain_text(who)
 
     # The job view's buttons, on a job that waits: cancel, retry, delete.

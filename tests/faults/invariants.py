@@ -25,6 +25,9 @@
 8. **The job index agrees with the records**: each job is listed under its record's status, for
    the queue and for its tenant, and nowhere else; an entry without a record is one whose
    record expired and that waits in the expiry set for the next pick to drop it.
+9. **Usage counted once**: while every job of the queue still has its record, the queue's
+   usage counters (all time) hold exactly the sum of the records' usage, and one ``attempts``
+   per metered attempt in the records' histories: no settle counted twice, none missed.
 """
 
 from __future__ import annotations
@@ -148,6 +151,7 @@ async def check_invariants(
     problems += await _check_sets(queue, audit)
     problems += await check_fair_share(queue)
     problems += await check_index(queue)
+    problems += await check_usage(queue)
     problems += await _check_keys(queue, audit)
     if retention is not None and not problems:
         problems += await _check_retention(queue, audit, retention)
@@ -328,8 +332,12 @@ async def check_fair_share(queue: Queue) -> list[str]:
     ids = [_s(job) for job in leased] + list(in_line)
     async with redis.pipeline(transaction=False) as pipe:
         for job_id in ids:
-            pipe.hget(k.job(job_id), "tenant")
-        owners = dict(zip(ids, await pipe.execute(), strict=True))
+            pipe.hmget(k.job(job_id), "status", "tenant")
+        # A record without a tenant field is the default tenant's (enqueue.lua leaves it out).
+        owners = {
+            job_id: None if status is None else (tenant or b"")
+            for job_id, (status, tenant) in zip(ids, await pipe.execute(), strict=True)
+        }
     holding: dict[str, int] = {}
     for job in leased:
         tenant = owners[_s(job)]
@@ -342,6 +350,36 @@ async def check_fair_share(queue: Queue) -> list[str]:
     if strays:
         problems.append(f"jobs in another tenant's line: {strays}")
     return problems
+
+
+async def check_usage(queue: Queue) -> list[str]:
+    """Invariant 9 (module docstring), over every job of the queue."""
+    redis, k = queue.redis, queue.keys
+    ids = [_s(e).split("\0")[-1] for e in await redis.zrange(k.index, 0, -1)]
+    async with redis.pipeline(transaction=False) as pipe:
+        for job_id in ids:
+            pipe.hmget(k.job(job_id), "status", "usage", "history")
+        pipe.hgetall(k.usage_total)
+        *records, counters = await pipe.execute()
+    if any(status is None for status, _, _ in records):
+        return []  # a record expired: its usage stays counted, the sum cannot be redone
+    expected: dict[str, int] = {}
+    metered = 0
+    for _, usage, history in records:
+        for name, n in json.loads(_s(usage) if usage else "{}").items():
+            if name != "estimated":
+                expected[name] = expected.get(name, 0) + int(n)
+        metered += sum(1 for a in json.loads(_s(history) if history else "[]") if "usage" in a)
+    counted: dict[str, int] = {}
+    for field_name, value in counters.items():
+        name = _s(field_name).split("\0")[2]
+        counted[name] = counted.get(name, 0) + int(value)
+    if metered:
+        expected["attempts"] = metered
+    counted.pop("estimated_attempts", None)
+    if counted != expected:
+        return [f"usage counters {counted} != the records' sum {expected}"]
+    return []
 
 
 async def check_index(queue: Queue) -> list[str]:

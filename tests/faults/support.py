@@ -79,20 +79,25 @@ def tagged_handler(
     """A handler whose chunks say who wrote them: ``<name>#<attempt>:tok<n> ``.
 
     Emits ``payload["chunks"]`` chunks, ``delay`` apart; waits for ``gate`` (if given) before
-    returning ``{"text", "writer"}``.
+    returning ``{"text", "writer"}``. Meters each attempt (the chunks it emitted).
     """
 
     async def handle(job: ActiveJob) -> dict[str, Any]:
         writer = f"{name}#{job.attempt}"
         text = ""
-        for n in range(1, int(job.payload["chunks"]) + 1):
-            await asyncio.sleep(delay)
-            piece = f"{writer}:tok{n} "
-            await job.emit(piece)
-            text += piece
-        if gate is not None:
-            await gate.wait()
-        return {"text": text, "writer": writer}
+        emitted = 0
+        try:
+            for n in range(1, int(job.payload["chunks"]) + 1):
+                await asyncio.sleep(delay)
+                piece = f"{writer}:tok{n} "
+                await job.emit(piece)
+                emitted += 1
+                text += piece
+            if gate is not None:
+                await gate.wait()
+            return {"text": text, "writer": writer}
+        finally:  # every attempt meters what it emitted: invariant 9 checks it counts once
+            job.meter(name, {"completion_tokens": emitted, "prompt_tokens": 1})
 
     return handle
 

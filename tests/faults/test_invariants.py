@@ -27,6 +27,7 @@ async def finished(redis, prefix: str) -> tuple[Queue, list[str], dict[str, list
     async def handler(job: ActiveJob) -> dict[str, Any]:
         await job.emit("W#1:tok1 ")
         await job.emit("W#1:tok2 ")
+        job.meter("W", {"completion_tokens": 2})
         return {"text": "W#1:tok1 W#1:tok2 ", "writer": "W#1"}
 
     done = [(await queue.enqueue({}, idempotency_key="key-a")).id, (await queue.enqueue({})).id]
@@ -98,6 +99,10 @@ async def bind_a_key_to_nothing(queue: Queue, ids: list[str], views: Any) -> Non
     await queue.redis.set(queue.keys.idempotency("dangling"), "no-such-job")
 
 
+async def count_an_attempt_twice(queue: Queue, ids: list[str], views: Any) -> None:
+    await queue.redis.hincrby(queue.keys.usage_total, "\0W\0completion_tokens", 2)
+
+
 @pytest.mark.parametrize(
     ("tamper", "message"),
     [
@@ -109,6 +114,7 @@ async def bind_a_key_to_nothing(queue: Queue, ids: list[str], views: Any) -> Non
         (leave_an_orphan_key, "orphan key"),
         (keep_a_finished_record_forever, "never expires"),
         (bind_a_key_to_nothing, "missing job"),
+        (count_an_attempt_twice, "usage counters"),
     ],
 )
 async def test_invariants_name_each_violation(finished, tamper: Tamper, message: str) -> None:

@@ -153,7 +153,8 @@ class Script:
     ``chunks`` (3) pieces ``"t<i> "``, ``delay_ms`` between them, ``gate``: wait for
     ``script.gate(name)`` before chunk ``gate_at`` (0), ``fail``: dead-letter with that message
     (unless the id is in ``healed``), ``retry_once``: attempt 1 emits ``"partial"`` then asks
-    for a retry.
+    for a retry, ``meter``: every attempt meters 2 prompt tokens, a completion token per chunk
+    emitted and ``meter`` nano-USD per token.
     """
 
     gates: dict[str, asyncio.Event] = field(default_factory=dict)
@@ -180,9 +181,11 @@ class Script:
         meta = job.payload.get("metadata") or {}
         self.runs[job.id] = self.runs.get(job.id, 0) + 1
         self.started_event(job.id).set()
+        emitted = 0
         try:
             if meta.get("retry_once") and job.attempt == 1:
                 await job.emit("partial")
+                emitted += 1
                 raise RetryJobError("first attempt fails", retry_after=0)
             text = ""
             for i in range(int(meta.get("chunks", 3))):
@@ -191,6 +194,7 @@ class Script:
                     await self.gate(str(meta["gate"])).wait()
                 piece = f"t{i} "
                 await job.emit(piece)
+                emitted += 1
                 text += piece
                 if meta.get("delay_ms"):
                     await asyncio.sleep(int(meta["delay_ms"]) / 1000)
@@ -205,6 +209,11 @@ class Script:
         except asyncio.CancelledError:
             self.cancelled_event(job.id).set()
             raise
+        finally:
+            if meta.get("meter"):
+                price = int(meta["meter"])
+                counts = {"prompt_tokens": 2, "completion_tokens": emitted}
+                job.meter(job.payload["model"], {**counts, "cost_nanos": price * (2 + emitted)})
 
     def open_all_gates(self) -> None:
         for gate in self.gates.values():

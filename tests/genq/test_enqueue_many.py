@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 
-from genq import EnqueueItem, EnqueueManyError, JobExistsError, JobStatus, Queue
+from genq import Enqueued, EnqueueItem, EnqueueManyError, JobExistsError, JobStatus, Queue
 from tests.faults.invariants import check_invariants
 from tests.faults.proxy import Proxy
 
@@ -161,3 +161,126 @@ async def test_enqueue_many_lost_reply_resent_makes_each_job_once(redis_url, pre
             for client in (proxied, direct):
                 with contextlib.suppress(Exception):
                     await client.aclose()
+
+
+async def _evalsha_calls(redis: aioredis.Redis) -> int:
+    stats = await redis.info("commandstats")
+    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+async def test_enqueue_many_batch_of_100_is_one_script_call(queue):
+    before = await _evalsha_calls(queue.redis)
+    done = await queue.enqueue_many([EnqueueItem({"n": n}) for n in range(100)])
+    assert await _evalsha_calls(queue.redis) - before == 1
+    k = queue.keys
+    ready = [i.decode() for i in await queue.redis.zrange(k.ready, 0, -1)]
+    assert ready == [e.id for e in done]  # FIFO in item order
+    assert int(await queue.redis.get(k.seq)) == 100
+    assert await queue.redis.zcard(k.lines) == 100
+    assert (await queue.job_counts())["waiting"] == 100
+    assert await queue.redis.llen(k.signal) == 100  # one ring per job, for idle workers
+
+
+async def test_enqueue_many_large_batch_goes_in_chunks_of_one_round_trip(queue):
+    from genq._enqueue import CHUNK
+
+    n = 2 * CHUNK + 1
+    before = await _evalsha_calls(queue.redis)
+    done = await queue.enqueue_many(
+        [EnqueueItem(i, idempotency_key=f"k{i % (n - 5)}") for i in range(n)]
+    )
+    assert await _evalsha_calls(queue.redis) - before == 3
+    # The last five items share keys with the first five, across chunks: deduplicated.
+    assert [e.deduplicated for e in done[-5:]] == [True] * 5
+    assert [e.id for e in done[-5:]] == [e.id for e in done[:5]]
+    assert not any(e.deduplicated for e in done[:-5])
+    ready = [i.decode() for i in await queue.redis.zrange(queue.keys.ready, 0, -1)]
+    assert ready == [e.id for e in done[:-5]]
+    assert int(await queue.redis.get(queue.keys.seq)) == n - 5
+
+
+async def test_enqueue_record_leaves_out_defaults_and_reads_them_back(queue):
+    plain = await queue.enqueue({"n": 1})
+    raw = await queue.redis.hgetall(queue.keys.job(plain.id))
+    fields = {f.decode() for f in raw}
+    for default in ("attempt", "progress", "cancel_requested", "out", "eseq", "priority",
+                    "tenant", "updated_at", "run_at"):  # fmt: skip
+        assert default not in fields
+    job = await queue.get(plain.id)
+    assert (job.attempt, job.priority, job.tenant, job.progress) == (0, 0, "", None)
+    assert not job.cancel_requested and job.history == ()
+    assert job.updated_at == job.run_at == job.created_at > 0
+
+    full = await queue.enqueue({"n": 2}, priority=-3, delay=30, tenant="acme")
+    job = await queue.get(full.id)
+    assert (job.priority, job.tenant, job.status) == (-3, "acme", JobStatus.SCHEDULED)
+    assert job.run_at == pytest.approx(job.created_at + 30, abs=0.01)
+
+
+async def _state(queue: Queue) -> dict[str, object]:
+    """Everything enqueue writes, with the clock's readings left out."""
+    k, r = queue.keys, queue.redis
+    ignored = {b"created_at", b"updated_at", b"run_at", b"nonce"}
+    records = {}
+    for raw_id in await r.zrange(k.index, 0, -1):
+        job_id = raw_id.split(b"\0")[-1].decode()
+        raw = await r.hgetall(k.job(job_id))
+        records[job_id] = {f: v for f, v in raw.items() if f not in ignored}
+
+    def untimed(entries: list[bytes]) -> list[bytes]:  # "<...>\0<created ms>\0<id>"
+        return sorted(b"\0".join(e.split(b"\0")[:-2] + e.split(b"\0")[-1:]) for e in entries)
+
+    return {
+        "records": records,
+        "ready": await r.zrange(k.ready, 0, -1, withscores=True),
+        "lines": await r.zrange(k.lines, 0, -1),
+        "turns": await r.zrange(k.turns, 0, -1, withscores=True),
+        "scheduled": await r.zrange(k.scheduled, 0, -1),
+        "rank": await r.hgetall(k.rank),
+        "index": untimed(await r.zrange(k.index, 0, -1)),
+        "tindex": untimed(await r.zrange(k.tenant_index, 0, -1)),
+        "seq": await r.get(k.seq),
+        "dead": await r.zrange(k.dead, 0, -1),
+        "keys": sorted([await r.get(k.idempotency(key)) for key in ("a", "b", "c")], key=str),
+    }
+
+
+async def test_enqueue_many_writes_what_one_by_one_enqueues_write(redis, prefix):
+    """A batch and the same items enqueued one at a time leave the same state behind."""
+    items = [
+        EnqueueItem("p1", job_id="j1"),
+        EnqueueItem("p2", job_id="j2", tenant="acme", priority=5),
+        EnqueueItem("p3", job_id="j3", idempotency_key="a", tenant="beta"),
+        EnqueueItem("p4", job_id="j4", idempotency_key="a"),  # deduplicated by j3
+        EnqueueItem("p5", job_id="j5", delay=60, tenant="acme", max_attempts=7),
+        EnqueueItem("p6", job_id="done", idempotency_key="b"),  # a finished job, started clean
+        EnqueueItem("p7", job_id="live"),  # live: refused
+        EnqueueItem("p8", job_id="j1"),  # made by an earlier item: refused
+        EnqueueItem("p9", job_id="j9", idempotency_key="c", priority=-2, idempotency_ttl=9),
+    ]
+    states, outcomes = [], []
+    for batched in (True, False):
+        queue = Queue(redis, f"{prefix}-{batched}")
+        await queue.enqueue("old", job_id="done")
+        await queue.cancel("done")
+        await queue.enqueue("old", job_id="live")
+        if batched:
+            with pytest.raises(EnqueueManyError) as caught:
+                await queue.enqueue_many(items)
+            results = caught.value.results
+        else:
+            results = []
+            for item in items:
+                try:
+                    results.append(await queue.enqueue(**vars(item)))
+                except JobExistsError as exc:
+                    results.append(exc)
+        outcomes.append([r if isinstance(r, Enqueued) else type(r) for r in results])
+        states.append(await _state(queue))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][3].deduplicated and outcomes[0][3].id == "j3"
+    assert outcomes[0][6] is JobExistsError and outcomes[0][7] is JobExistsError
+    assert states[0] == states[1]
+    records = states[0]["records"]
+    assert records["done"][b"payload"] == b'"p6"' and records["done"][b"status"] == b"waiting"
+    assert records["live"][b"payload"] == b'"old"' and records["j1"][b"payload"] == b'"p1"'

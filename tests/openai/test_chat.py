@@ -51,7 +51,8 @@ def test_chat_completion_stream_sends_chunks_usage_and_done(
     assert text == stack.result(job_id_of(chunks[0].id))["text"]
     assert chunks[-2].choices[0].finish_reason == "stop"
     assert chunks[-1].choices == [] and chunks[-1].usage is not None
-    assert chunks[-1].usage.completion_tokens == 48
+    native = stack.result(job_id_of(chunks[0].id))
+    assert chunks[-1].usage.completion_tokens == native["usage"]["completion_tokens"] >= 48
     assert all(c.usage is None for c in chunks[:-1])
     assert {c.id for c in chunks} == {chunks[0].id}
 

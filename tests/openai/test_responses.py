@@ -62,7 +62,8 @@ def test_responses_background_create_answers_queued_and_retrieve_polls_to_comple
     assert done.output_text.startswith("Echo: background please")
     assert done.metadata == {"k": "v"}
     assert done.usage is not None
-    assert done.usage.output_tokens == native["usage"]["completion_tokens"] == 48
+    # 48 words; the demo reports no usage, so the worker's token count (one or more a word).
+    assert done.usage.output_tokens == native["usage"]["completion_tokens"] >= 48
     assert done.usage.total_tokens == done.usage.input_tokens + done.usage.output_tokens
 
 

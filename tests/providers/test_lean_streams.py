@@ -35,12 +35,12 @@ def test_switches_target_the_litellm_the_project_pins() -> None:
     assert LEAN_STREAMS
 
 
-async def test_stream_still_carries_text_finish_reason_and_usage() -> None:
+async def test_stream_still_carries_text_and_finish_reason() -> None:
     deltas = await collect({"demo_tokens": 30})
     assert len("".join(d.text for d in deltas).split()) == 30
     assert [d.finish_reason for d in deltas if d.finish_reason] == ["stop"]
-    usage = [d.usage for d in deltas if d.usage]
-    assert usage and usage[-1]["completion_tokens"] == 30
+    # The demo reports no usage, and LiteLLM's own count of it is not passed off as a report.
+    assert [d.usage for d in deltas if d.usage] == []
 
 
 class Recorder(CustomLogger):

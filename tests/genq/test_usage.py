@@ -1,0 +1,185 @@
+"""Metered usage: an attempt's counts reach the record, its history entry, the queue's counters
+and the terminal event exactly once, in the script that settles the attempt."""
+
+import asyncio
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+
+from genq import JobCancelledError, JobFailedError, JobStatus, RetryJobError, UsageRow
+from genq._calls import settle_call
+from genq.usage import encode_meter
+from tests.faults.support import ScriptCalls
+
+
+def today() -> date:
+    return datetime.now(UTC).date()
+
+
+async def test_a_completed_attempt_meters_record_history_counters_and_terminal_event(queue):
+    e = await queue.enqueue("p", tenant="acme")
+
+    async def handler(job):
+        await job.emit("hi")
+        job.meter("m/1", {"prompt_tokens": 7, "cost_nanos": 900}, estimated=True)
+        return "done"
+
+    async with queue.worker(handler):
+        assert await queue.wait(e.id, timeout=5) == "done"
+    job = await queue.get(e.id)
+    assert job.usage == {"prompt_tokens": 7, "cost_nanos": 900, "estimated": True}
+    (attempt,) = job.history
+    assert attempt.label == "m/1" and attempt.outcome == "completed"
+    assert attempt.usage == {"prompt_tokens": 7, "cost_nanos": 900, "estimated": True}
+    counts = {"prompt_tokens": 7, "cost_nanos": 900, "attempts": 1, "estimated_attempts": 1}
+    assert await queue.usage_totals() == [UsageRow(None, "acme", "m/1", counts)]
+    assert await queue.usage(today(), today()) == [UsageRow(today(), "acme", "m/1", counts)]
+    events = [ev async for ev in queue.watch(e.id)]
+    assert [ev.type for ev in events] == ["chunk", "completed"]
+    assert events[0].usage is None and events[1].usage == job.usage
+
+
+async def test_every_attempt_counts_and_the_record_sums_them(queue):
+    e = await queue.enqueue("p", tenant="t", max_attempts=3)
+
+    async def handler(job):
+        job.meter(f"m/{job.attempt}", {"completion_tokens": 10 * job.attempt})
+        if job.attempt < 3:
+            raise RetryJobError("again")
+        return "ok"
+
+    async with queue.worker(handler):
+        await queue.wait(e.id, timeout=10)
+    job = await queue.get(e.id)
+    assert job.usage == {"completion_tokens": 60, "estimated": False}
+    assert [(a.outcome, a.label, a.usage) for a in job.history] == [
+        ("retry", "m/1", {"completion_tokens": 10, "estimated": False}),
+        ("retry", "m/2", {"completion_tokens": 20, "estimated": False}),
+        ("completed", "m/3", {"completion_tokens": 30, "estimated": False}),
+    ]
+    totals = {row.label: row.counts for row in await queue.usage_totals("t")}
+    assert totals == {f"m/{i}": {"completion_tokens": 10 * i, "attempts": 1} for i in (1, 2, 3)}
+
+
+async def test_a_cancelled_attempt_reports_what_it_metered_before_stop(queue):
+    e = await queue.enqueue("p")
+    started = asyncio.Event()
+
+    async def handler(job):
+        await job.emit("partial")
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            job.meter("m", {"completion_tokens": 1}, estimated=True)
+            raise
+
+    async with queue.worker(handler):
+        await asyncio.wait_for(started.wait(), 5)
+        await queue.cancel(e.id)
+        with pytest.raises(JobCancelledError):
+            await queue.wait(e.id, timeout=5)
+    events = [ev async for ev in queue.watch(e.id)]
+    assert events[-1].type == "cancelled"
+    assert events[-1].usage == {"completion_tokens": 1, "estimated": True}
+    assert (await queue.get(e.id)).history[0].outcome == "cancelled"
+
+
+async def test_a_failed_job_carries_its_usage_on_the_failed_event(queue):
+    e = await queue.enqueue("p", max_attempts=1)
+
+    async def handler(job):
+        job.meter("m", {"prompt_tokens": 3})
+        raise RetryJobError("boom")
+
+    async with queue.worker(handler):
+        with pytest.raises(JobFailedError):
+            await queue.wait(e.id, timeout=5)
+    events = [ev async for ev in queue.watch(e.id)]
+    assert events[-1].type == "failed" and events[-1].usage == {
+        "prompt_tokens": 3,
+        "estimated": False,
+    }
+
+
+async def test_uncounted_usage_stays_on_the_record_only(queue):
+    e = await queue.enqueue("p")
+
+    async def handler(job):
+        job.meter("relayed", {"prompt_tokens": 5}, counted=False)
+        return 1
+
+    async with queue.worker(handler):
+        await queue.wait(e.id, timeout=5)
+    assert (await queue.get(e.id)).usage == {"prompt_tokens": 5, "estimated": False}
+    assert await queue.usage_totals() == []
+
+
+async def test_a_resent_settle_counts_once(queue):
+    e = await queue.enqueue("p", tenant="a")
+    steps = ScriptCalls(queue)
+    assert await steps.pick() == [e.id]
+    assert await steps.activate(e.id, "tok") == 0
+    metered = encode_meter("m", {"cost_nanos": 5}, estimated=False, counted=True)
+    call = settle_call(queue, e.id, "tok", "", "complete", '"r"', metered=metered)
+    assert list(await queue.scripts.settle(*call)) == [0, b"completed"]
+    assert list(await queue.scripts.settle(*call)) == [0, b"completed"]  # a lost reply's resend
+    assert (await queue.usage_totals())[0].counts == {"cost_nanos": 5, "attempts": 1}
+    assert (await queue.get(e.id)).usage == {"cost_nanos": 5, "estimated": False}
+
+
+async def test_usage_reads_days_and_tenants(queue):
+    day_key = queue.keys.usage_day((today() - timedelta(days=2)).isoformat())
+    await queue.redis.hset(day_key, mapping={"a\0m\0cost_nanos": 4, "b\0m\0cost_nanos": 6})
+    rows = await queue.usage(today() - timedelta(days=3), today())
+    assert [(r.day, r.tenant, r.counts) for r in rows] == [
+        (today() - timedelta(days=2), "a", {"cost_nanos": 4}),
+        (today() - timedelta(days=2), "b", {"cost_nanos": 6}),
+    ]
+    assert [r.tenant for r in await queue.usage(today() - timedelta(days=3), today(), "b")] == ["b"]
+    with pytest.raises(ValueError, match="at most 400 days"):
+        await queue.usage(today() - timedelta(days=400), today())
+    with pytest.raises(ValueError, match="before the first"):
+        await queue.usage(today(), today() - timedelta(days=1))
+
+
+@pytest.mark.parametrize(
+    ("label", "counts", "message"),
+    [
+        ("", {"a": 1}, "label"),
+        ("m", {"Bad": 1}, "invalid count name"),
+        ("m", {"a": -1}, "integer"),
+        ("m", {"a": 1.5}, "integer"),
+        ("m", {"attempts": 1}, "reserved"),
+    ],
+)
+async def test_bad_meter_input_is_refused_at_the_call(queue, label, counts, message):
+    e = await queue.enqueue("p")
+    seen = []
+
+    async def handler(job):
+        with pytest.raises(ValueError, match=message):
+            job.meter(label, counts)
+        seen.append(job.metered)
+        return 1
+
+    async with queue.worker(handler):
+        await queue.wait(e.id, timeout=5)
+    assert seen == [""]
+    assert (await queue.get(e.id)).usage is None
+
+
+async def test_restart_drops_the_output_and_marks_the_restart(queue):
+    e = await queue.enqueue("p")
+
+    async def handler(job):
+        await job.emit("first try")
+        await job.restart({"model": "b"})
+        await job.emit("second")
+        return "second"
+
+    async with queue.worker(handler):
+        await queue.wait(e.id, timeout=5)
+    events = [(ev.type, ev.data) async for ev in queue.watch(e.id)]
+    assert events == [("restarted", {"model": "b"}), ("chunk", "second"), ("completed", "second")]
+    assert (await queue.get(e.id)).status is JobStatus.COMPLETED
