@@ -18,9 +18,13 @@ install: $(STAMP)
 dev: install
 	$(BIN)/genq dev
 
-## The whole suite, against a throwaway server (or GENQ_TEST_REDIS_URL).
+## The whole suite, against a throwaway server (or GENQ_TEST_REDIS_URL). Two pytest-xdist
+## workers (a test file stays on one, each starts its own server): most tests wait on
+## processes, browsers and timers, so two at once halve the wall time on two cores.
 test: install browser node-deps
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
+
+TEST_WORKERS ?= 2
 
 ## The queue core alone.
 test-core: install

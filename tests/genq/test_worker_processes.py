@@ -87,8 +87,11 @@ async def test_worker_process_killed_mid_stream_job_finishes_on_another(
     events = await watcher.finished()
 
     before, after = split_at_restart(events)
-    assert [e.type for e in before] == ["chunk"] * emitted_by_a
-    assert [e.data for e in before] == chunks("A", emitted_by_a)
+    # A logs an emit once Redis answered it: the kill may land between the two, so the stream
+    # can hold one chunk more than A's log.
+    assert len(before) in (emitted_by_a, emitted_by_a + 1)
+    assert [e.type for e in before] == ["chunk"] * len(before)
+    assert [e.data for e in before] == chunks("A", len(before))
     assert [e.type for e in after] == ["chunk"] * 20 + ["completed"]
     assert [e.data for e in after[:-1]] == chunks("B", 20)
     result = {"worker": "B", "attempt": 2, "text": "".join(chunks("B", 20))}
@@ -102,7 +105,7 @@ async def test_worker_process_killed_mid_stream_job_finishes_on_another(
     # A page refreshed now replays no text of the dead attempt.
     replay = [e async for e in queue.watch(job.id)]
     assert [e.type for e in replay] == ["restarted"] + ["chunk"] * 20 + ["completed"]
-    assert [e.id for e in replay] == [e.id for e in events[emitted_by_a:]]
+    assert [e.id for e in replay] == [e.id for e in events[len(before) :]]
     await check_invariants(
         queue,
         [job.id],
