@@ -17,7 +17,20 @@ from .deps import Gateway
 from .errors import install_error_handlers
 from .middleware import BodyLimit, CatchAll, SecurityHeaders, redact_access_logs
 from .openai import chat, models, responses
-from .routes import budgets, events, generations, health, job_actions, jobs, queues, usage
+from .routes import (
+    alerts,
+    api_keys,
+    budgets,
+    events,
+    generations,
+    health,
+    job_actions,
+    jobs,
+    queues,
+    tenants,
+    usage,
+)
+from .routes import pull as pull_routes
 from .routes.docs import mount_docs
 from .routes.web import mount_web
 from .settings import Settings
@@ -77,11 +90,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(jobs.router)
     app.include_router(job_actions.router)
     app.include_router(budgets.router)
+    app.include_router(tenants.router)
+    app.include_router(api_keys.router)
     app.include_router(usage.router)
+    app.include_router(alerts.router)
     app.include_router(health.router)
     app.include_router(models.router)
     app.include_router(responses.router)
     app.include_router(chat.router)
+    app.include_router(pull_routes.router)
     mount_web(app, settings.resolved_web_dir())
     if settings.docs:
         mount_docs(app)

@@ -3,7 +3,9 @@
 Keys are stored only as SHA-256 digests (they are random 256-bit tokens, so a fast hash is
 enough), either in settings or in a Redis hash managed with ``genq keys``. A watch token lets an
 EventSource (which cannot send headers) follow or cancel one job: it is HMAC-signed and binds a
-tenant, a job id and an expiry.
+tenant, the id of the key it was issued to, a job id and an expiry. A revoked key id or a
+disabled tenant (``genq_contract.access``) is refused: keys within the key cache time, watch
+tokens on every use.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from genq.events import text
+from genq_contract.access import Access, CachedAccess, disabled_reason, key_id_of, revoked_reason
 from genq_contract.api_keys import KeyGrant, hash_key
 
-from .errors import Unauthorized
+from .errors import Forbidden, Unauthorized
 
 KEY_CACHE_SECONDS = 5.0
 KEY_CACHE_SIZE = 10_000
@@ -35,7 +38,15 @@ class Principal:
     tenant: str
     admin: bool = False
     key_id: str = ""
-    """The first hex digits of the key's digest: names the key in the audit log."""
+    """The first 8 hex digits of the key's digest (``genq_contract.access.key_id_of``): names
+    the key in the audit log, and in the payload of every generation it creates (run-as)."""
+    queues: tuple[str, ...] | None = None
+    """A worker key's queues: it may pull and settle their jobs and do nothing else. None for
+    other keys."""
+
+    @property
+    def worker(self) -> bool:
+        return self.queues is not None
 
     @property
     def actor(self) -> str:
@@ -74,15 +85,28 @@ class KeyStore:
 
 class Authenticator:
     """Resolves bearer keys: settings first, then the key store (cached ``cache_seconds``, so
-    a revoked key stops working within that time)."""
+    a revoked key stops working within that time). With ``access``, a key whose id was revoked
+    is refused (401; how a key of ``GENQ_API_KEYS`` is revoked) and a key of a disabled tenant
+    gets 403, both within ``cache_seconds`` too."""
 
     def __init__(
-        self, grants: dict[str, KeyGrant], store: KeyStore, cache_seconds: float = KEY_CACHE_SECONDS
+        self,
+        grants: dict[str, KeyGrant],
+        store: KeyStore,
+        cache_seconds: float = KEY_CACHE_SECONDS,
+        access: Access | None = None,
     ) -> None:
         self._grants = grants
         self._store = store
         self._cache_seconds = cache_seconds
         self._cache: dict[str, tuple[float, KeyGrant | None]] = {}
+        self._access = CachedAccess(access, cache_seconds) if access is not None else None
+
+    def forget(self) -> None:
+        """Drops every cached lookup: this process sees a revocation it just made at once."""
+        self._cache.clear()
+        if self._access is not None:
+            self._access.forget()
 
     async def principal(self, api_key: str) -> Principal:
         digest = hash_key(api_key)
@@ -91,7 +115,15 @@ class Authenticator:
             grant = await self._cached_lookup(digest)
         if grant is None:
             raise Unauthorized("invalid API key")
-        return Principal(tenant=grant.tenant, admin=grant.admin, key_id=digest[:8])
+        key_id = key_id_of(digest)
+        if self._access is not None:
+            snapshot = await self._access.snapshot()
+            if key_id in snapshot.revoked_key_ids:
+                raise Unauthorized(revoked_reason(key_id))
+            if grant.tenant in snapshot.disabled_tenants:
+                raise Forbidden(f"{disabled_reason(grant.tenant)}: its API keys are refused")
+        queues = tuple(grant.queues) if grant.worker else None
+        return Principal(tenant=grant.tenant, admin=grant.admin, key_id=key_id, queues=queues)
 
     async def _cached_lookup(self, digest: str) -> KeyGrant | None:
         now = time.monotonic()
@@ -105,22 +137,57 @@ class Authenticator:
         return grant
 
 
-class WatchTokens:
-    """Short-lived tokens bound to (tenant, job id, expiry), signed with HMAC-SHA256."""
+@dataclass(frozen=True)
+class WatchClaims:
+    """What a valid watch token binds."""
 
-    def __init__(self, secret: str, ttl: float) -> None:
+    tenant: str
+    key_id: str
+    """The id of the key it was issued to ("" for a token issued without one)."""
+
+
+class WatchTokens:
+    """Short-lived tokens bound to (tenant, key id, job id, expiry), signed with HMAC-SHA256.
+
+    With ``access``, :meth:`verify_allowed` refuses the token of a revoked key or a disabled
+    tenant on every use (read from Redis each time, no cache)."""
+
+    def __init__(self, secret: str, ttl: float, access: Access | None = None) -> None:
         # A key derived for this one purpose, so the secret can sign other things safely.
         self._key = hmac.new(secret.encode(), b"genq watch token v1", hashlib.sha256).digest()
         self.ttl = ttl
+        self.access = access
 
-    def issue(self, tenant: str, job_id: str, now: float | None = None) -> tuple[str, int]:
-        """A token for ``job_id`` and its expiry (epoch seconds)."""
+    def issue(
+        self, tenant: str, job_id: str, now: float | None = None, *, key_id: str = ""
+    ) -> tuple[str, int]:
+        """A token for ``job_id`` and its expiry (epoch seconds); ``key_id``: the key it is
+        issued to, so revoking that key stops the token."""
         expires = int((time.time() if now is None else now) + self.ttl)
-        body = _b64(json.dumps({"t": tenant, "j": job_id, "e": expires}, separators=(",", ":")))
+        claims: dict[str, Any] = {"t": tenant, "j": job_id, "e": expires}
+        if key_id:
+            claims["k"] = key_id
+        body = _b64(json.dumps(claims, separators=(",", ":")))
         return f"{body}.{self._sign(body)}", expires
 
     def verify(self, token: str, job_id: str, now: float | None = None) -> str:
-        """The tenant the token was issued to; raises :class:`Unauthorized` otherwise."""
+        """The tenant the token was issued to; raises :class:`Unauthorized` otherwise.
+        Signature and expiry only: requests go through :meth:`verify_allowed`."""
+        return self.claims(token, job_id, now).tenant
+
+    async def verify_allowed(self, token: str, job_id: str) -> str:
+        """:meth:`verify`, then refused (401) when the token's key was revoked or its tenant
+        disabled since it was issued."""
+        claims = self.claims(token, job_id)
+        if self.access is not None:
+            refusal = await self.access.refusal(claims.key_id or None, claims.tenant)
+            if refusal is not None:
+                raise Unauthorized(f"watch token refused: {refusal}")
+        return claims.tenant
+
+    def claims(self, token: str, job_id: str, now: float | None = None) -> WatchClaims:
+        """What the token binds; raises :class:`Unauthorized` when it is forged, expired or
+        for another job."""
         body, _, signature = token.partition(".")
         # Compared as bytes: compare_digest raises TypeError on a str that is not ASCII.
         expected = self._sign(body).encode()
@@ -129,11 +196,12 @@ class WatchTokens:
         try:
             claims = json.loads(_unb64(body))
             tenant, bound_job, expires = claims["t"], claims["j"], int(claims["e"])
-        except (ValueError, KeyError, TypeError) as exc:
+            key_id = str(claims.get("k", ""))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise Unauthorized("invalid or expired watch token") from exc
         if bound_job != job_id or expires < (time.time() if now is None else now):
             raise Unauthorized("invalid or expired watch token")
-        return str(tenant)
+        return WatchClaims(str(tenant), key_id)
 
     def _sign(self, body: str) -> str:
         return _b64(hmac.new(self._key, body.encode(), hashlib.sha256).digest())

@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from genq import Job, Queue
+from genq_contract.access import Access
 from genq_contract.payload import payload_fields
 
 from .audit import Audit
@@ -58,14 +59,9 @@ class Gateway:
     @classmethod
     async def open(cls, settings: Settings) -> Gateway:
         redis = open_shared(settings)
-        queues = Queues(
-            redis,
-            settings.routing(),
-            result_ttl=settings.result_ttl,
-            dead_ttl=settings.dead_ttl,
-            max_attempts=settings.max_attempts,
-        )
+        queues = Queues(redis, settings.routing(), **settings.queue_options())
         keystore = KeyStore(redis, settings.keys.api_keys)
+        access = Access(redis, settings.queue_namespace)  # revoked key ids, disabled tenants
         secret = settings.secret.get_secret_value() if settings.secret else ""
         tails = {
             name: Tail(
@@ -90,9 +86,9 @@ class Gateway:
             redis=redis,
             queues=queues,
             tails=tails,
-            auth=Authenticator(settings.grants(), keystore, settings.key_cache_seconds),
+            auth=Authenticator(settings.grants(), keystore, settings.key_cache_seconds, access),
             keystore=keystore,
-            tokens=WatchTokens(secret, settings.watch_token_ttl),
+            tokens=WatchTokens(secret, settings.watch_token_ttl, access),
             limiter=Limiter(redis, settings, queues),
             metrics=Metrics(),
             history=history,
@@ -133,10 +129,35 @@ BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 JobId = Annotated[str, Path(min_length=1, max_length=200, description="A generation id")]
 
 
-async def current_principal(gateway: GatewayDep, credentials: BearerDep) -> Principal:
+async def any_principal(gateway: GatewayDep, credentials: BearerDep) -> Principal:
+    """The caller, worker keys included: only the pull routes (``queue_puller``) take it."""
     if credentials is None:
         raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
     return await gateway.auth.principal(credentials.credentials)
+
+
+def refuse_worker(principal: Principal) -> Principal:
+    """Worker keys pull and settle jobs of their queues (``/v1/queues/{name}/pull`` and the
+    job routes under it) and nothing else: no generations, no OpenAI routes, no operations."""
+    if principal.worker:
+        raise Forbidden("a worker key may only pull and settle jobs of its queues")
+    return principal
+
+
+async def current_principal(gateway: GatewayDep, credentials: BearerDep) -> Principal:
+    return refuse_worker(await any_principal(gateway, credentials))
+
+
+async def queue_puller(
+    name: Annotated[str, Path(min_length=1, max_length=100, description="A queue name")],
+    principal: Annotated[Principal, Depends(any_principal)],
+) -> Principal:
+    """A caller that may pull from queue ``name``: an admin key, or a worker key naming it."""
+    if principal.admin or (principal.queues is not None and name in principal.queues):
+        return principal
+    if principal.worker:
+        raise Forbidden(f"this worker key may not pull from queue {name!r}")
+    raise Forbidden("pulling jobs takes a worker key for this queue (or an admin key)")
 
 
 async def admin_principal(
@@ -155,14 +176,15 @@ async def job_tenant(
 ) -> str:
     """The caller's tenant on a route that also takes a watch token for the job in the path."""
     if credentials is not None:
-        return (await gateway.auth.principal(credentials.credentials)).tenant
+        return refuse_worker(await gateway.auth.principal(credentials.credentials)).tenant
     if token:
-        return gateway.tokens.verify(token, job_id)
+        return await gateway.tokens.verify_allowed(token, job_id)
     raise Unauthorized("missing credentials: send 'Authorization: Bearer <key>' or ?token=")
 
 
 PrincipalDep = Annotated[Principal, Depends(current_principal)]
 AdminDep = Annotated[Principal, Depends(admin_principal)]
+PullerDep = Annotated[Principal, Depends(queue_puller)]
 JobTenantDep = Annotated[str, Depends(job_tenant)]
 
 

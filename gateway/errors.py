@@ -13,7 +13,10 @@
     └── Unavailable         503  Redis unreachable, or full (maxmemory)
 
 genq's errors and Redis connection failures are mapped here too; nothing reaches the client as
-a bare 500 with a traceback. Text that cannot be stored (JSON may escape a lone surrogate,
+a bare 500 with a traceback. A :class:`genq.ReplicationTimeoutError` (durable acceptance,
+GENQ_DURABLE_REPLICAS: too few replicas confirmed the enqueue in time) is a 503 whose detail
+says how many confirmed and that a retry with the same Idempotency-Key returns the same
+generation. Text that cannot be stored (JSON may escape a lone surrogate,
 ``"\ud800"``, which has no UTF-8 form) is a 422. Anything else is a 500, logged by type and
 stack frames only: an exception's message can quote request data (a prompt), so it is never
 logged. The last resort is :class:`gateway.middleware.CatchAll`, not an ``Exception`` handler:
@@ -36,7 +39,7 @@ from redis.exceptions import OutOfMemoryError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException
 
-from genq.errors import GenqError, JobExistsError, JobNotFoundError
+from genq.errors import GenqError, JobExistsError, JobNotFoundError, ReplicationTimeoutError
 
 log = logging.getLogger("gateway.errors")
 
@@ -146,6 +149,12 @@ def error_response(exc: Exception) -> JSONResponse:
             503,
             headers={"Retry-After": "5"},
         )
+    if isinstance(exc, ReplicationTimeoutError):
+        log.warning(
+            "durable acceptance: %d of %d replicas confirmed in time", exc.acknowledged,
+            exc.replicas,
+        )  # fmt: skip
+        return JSONResponse({"detail": replication_detail(exc)}, 503, headers={"Retry-After": "1"})
     if isinstance(exc, UnicodeEncodeError):
         detail = "text must be valid Unicode: lone surrogates (\\ud800-\\udfff) are refused"
         return JSONResponse({"detail": detail}, 422)
@@ -156,6 +165,15 @@ def error_response(exc: Exception) -> JSONResponse:
         frames = "".join(traceback.format_tb(exc.__traceback__))
         log.error("unhandled %s\n%s", type(exc).__name__, frames)
     return JSONResponse({"detail": "internal error"}, 500)
+
+
+def replication_detail(exc: ReplicationTimeoutError) -> str:
+    return (
+        f"not accepted durably: {exc.acknowledged} of {exc.replicas} Redis replicas confirmed "
+        "the generation in time. It may exist on the primary but could be lost if the primary "
+        "fails now. Retry the request with the same Idempotency-Key: it returns this same "
+        "generation, never a second one (without a key, a retry makes a new one)"
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:

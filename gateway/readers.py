@@ -63,7 +63,9 @@ def reader_links(
     if not isinstance(shared, RedisCluster):
 
         async def single_node() -> ReaderLink:
-            reader = Redis.from_url(settings.redis_url, **reader_options)
+            # connect(): a Sentinel URL's reader follows the primary too.
+            reader = connect(settings.redis_url, **reader_options)
+            assert isinstance(reader, Redis)  # a single node (a cluster URL is handled below)
             return ReaderLink(reader, shared.client_unblock)
 
         return single_node

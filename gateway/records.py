@@ -1,4 +1,7 @@
-"""A job as the API shows it: the caller's own view, no other tenant's data, no prompt echo."""
+"""A job as the API shows it: the caller's own view, no other tenant's data, no prompt echo.
+
+It names the API key the job runs as (``key_id``); the operators' views add the tenant.
+"""
 
 from __future__ import annotations
 
@@ -61,6 +64,7 @@ def to_generation(job: Job, now: float | None = None) -> Generation:
         priority=job.priority,
         cancel_requested=job.cancel_requested,
         idempotency_key=key,
+        key_id=_key_id(payload),
         metadata=payload.get("metadata") or {},
         created_at=job.created_at,
         updated_at=job.updated_at,
@@ -87,6 +91,12 @@ def to_generation(job: Job, now: float | None = None) -> Generation:
 def usage_json(counts: dict[str, Any] | None) -> dict[str, Any] | None:
     """Metered counts (a record's, an attempt's, a terminal event's) as the API shows them."""
     return None if counts is None else Usage.from_counts(counts).as_json()
+
+
+def _key_id(payload: dict[str, Any]) -> str | None:
+    """The key the generation runs as (the payload's ``key_id``); None when it has none."""
+    key_id = payload.get("key_id")
+    return key_id if isinstance(key_id, str) and key_id else None
 
 
 def _retry_in(job: Job, now: float | None) -> float | None:

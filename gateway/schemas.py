@@ -257,6 +257,11 @@ class Generation(BaseModel):
     priority: int
     cancel_requested: bool
     idempotency_key: str | None = None
+    key_id: str | None = Field(
+        default=None,
+        description="The API key it runs as (first 8 hex digits of the key's digest, as "
+        "`genq keys list` shows): revoking that key stops it",
+    )
     metadata: dict[str, Any] = {}
     created_at: float
     updated_at: float

@@ -21,7 +21,7 @@ from typing import Any
 
 from fastapi import Response
 
-from genq import Job, Queue
+from genq import Job, Queue, ReplicationTimeoutError
 from genq.events import text
 from genq_contract.payload import GenerationPayload, payload_fields
 from genq_contract.routing import RoutingError
@@ -39,11 +39,13 @@ class Submitted:
     id: str
     status: str
     deduplicated: bool
+    key_id: str = ""
+    """The id of the key that asked (its watch token is bound to it)."""
 
 
 def created(gateway: Gateway, tenant: str, submitted: Submitted) -> GenerationCreated:
     """The answer to an accepted generation, with a watch token for ``tenant``."""
-    token, expires = gateway.tokens.issue(tenant, submitted.id)
+    token, expires = gateway.tokens.issue(tenant, submitted.id, key_id=submitted.key_id)
     return GenerationCreated(
         id=submitted.id,
         status=submitted.status,
@@ -102,7 +104,7 @@ async def _submit(
     if scoped_key:
         bound = await _bound_job(gateway, scoped_key)
         if bound is not None:
-            return _replay(bound, tenant, fingerprint, gateway, queue_name=provider)
+            return _replay(bound, principal, fingerprint, gateway, queue_name=provider)
 
     job_id = gateway.queues.new_job_id(provider)
     try:
@@ -123,6 +125,7 @@ async def _submit(
         raise
     payload = GenerationPayload(
         tenant=tenant,
+        key_id=principal.key_id or None,  # who it runs as: workers check it is still allowed
         model=body.model,
         messages=body.conversation(),
         params=body.params,
@@ -147,17 +150,22 @@ async def _submit(
             max_attempts=body.max_attempts,  # None: the queue's GENQ_MAX_ATTEMPTS
             tenant=tenant,  # waiting jobs are served round-robin across tenants
         )
-    except BaseException:
-        await asyncio.shield(_undo(gateway, tenant, job_id, charged, reserved))
+    except BaseException as exc:
+        # Not confirmed by the replicas, the job was still written: it keeps what it took
+        # (the sweeps give it back if a failover loses it).
+        if not isinstance(exc, ReplicationTimeoutError):
+            await asyncio.shield(_undo(gateway, tenant, job_id, charged, reserved))
         raise
     if enqueued.deduplicated:  # a concurrent request with the same key won the race
         await _undo(gateway, tenant, job_id, charged, reserved)
         job = await queue.get(enqueued.id)
         if job is not None:
-            return _replay(job, tenant, fingerprint, gateway, queue_name=provider)
+            return _replay(job, principal, fingerprint, gateway, queue_name=provider)
         raise Unprocessable("the generation bound to this Idempotency-Key just expired; retry")
     gateway.metrics.enqueued.labels(provider).inc()
-    return Submitted(job_id, "scheduled" if delay_ms else "waiting", deduplicated=False)
+    return Submitted(
+        job_id, "scheduled" if delay_ms else "waiting", deduplicated=False, key_id=principal.key_id
+    )
 
 
 async def _undo(
@@ -193,9 +201,10 @@ async def _bound_job(gateway: Gateway, scoped_key: str) -> Job | None:
 
 
 def _replay(
-    job: Job, tenant: str, fingerprint: str, gateway: Gateway, queue_name: str
+    job: Job, principal: Principal, fingerprint: str, gateway: Gateway, queue_name: str
 ) -> Submitted:
-    if tenant_of(job) != tenant or payload_fields(job.payload).get("fingerprint") != fingerprint:
+    fields = payload_fields(job.payload)
+    if tenant_of(job) != principal.tenant or fields.get("fingerprint") != fingerprint:
         raise Unprocessable("this Idempotency-Key was already used with a different request body")
     gateway.metrics.deduplicated.labels(queue_name).inc()
-    return Submitted(job.id, job.status.value, deduplicated=True)
+    return Submitted(job.id, job.status.value, deduplicated=True, key_id=principal.key_id)

@@ -15,12 +15,14 @@ from .errors import (
     JobLeaseLostError,
     JobNotFinishedError,
     JobNotFoundError,
+    ReplicationTimeoutError,
     RetryJobError,
     TerminalJobError,
 )
 from .events import Event, decode_entry, visible_text
 from .job import Attempt, Job
 from .keys import Keys
+from .pull import PulledJob
 from .queue import Enqueued, EnqueueItem, Queue, QueueStats
 from .status import TERMINAL, JobStatus
 from .usage import UsageRow
@@ -51,11 +53,13 @@ __all__ = [
     "JobStatus",
     "JsonCodec",
     "Keys",
+    "PulledJob",
     "PydanticCodec",
     "Queue",
     "QueueStats",
     "RedisClient",
     "RedisPipeline",
+    "ReplicationTimeoutError",
     "RetryJobError",
     "TerminalJobError",
     "UsageRow",

@@ -90,3 +90,10 @@ def delete_call(queue: QueueBase, job_id: str, idempotency_key: str) -> Call:
 def purge_dead_call(queue: QueueBase, job_id: str) -> Call:
     k = queue.keys
     return [k.job(job_id), k.events(job_id), k.dead, *k.books], [job_id]
+
+
+def presence_call(queue: QueueBase, holder: str, ttl: float) -> Call:
+    """Renews ``holder``'s presence for ``ttl`` seconds (0 withdraws it) and expires the leases
+    of holders whose presence lapsed (see presence.lua)."""
+    k = queue.keys
+    return [k.presence, k.leases, k.holders, k.holds], [holder, ms(ttl)]

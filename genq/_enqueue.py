@@ -4,6 +4,10 @@
 One script serves both: ``enqueue`` sends one item, ``enqueue_many`` sends its items in chunks
 of up to :data:`CHUNK`, one ``EVALSHA`` each, all chunks in one round trip. Every item runs the
 same checks and, in the script, the same steps as a single enqueue.
+
+With durable acceptance on (``Queue(durable_replicas=N)``), both send ``WAIT N <ms>`` right
+after their scripts, on the same connection, and raise :class:`ReplicationTimeoutError` when
+fewer than N replicas confirmed in time: the jobs are on the primary, but not yet safe.
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ from typing import Any
 from redis.exceptions import NoScriptError
 
 from ._queue_base import QueueBase, ms
-from .cluster import Call, run_pipelined
-from .errors import EnqueueManyError, JobExistsError
+from .cluster import Call, run_durably, run_pipelined
+from .errors import EnqueueManyError, JobExistsError, ReplicationTimeoutError
 from .events import text
 from .keys import Keys, check_job_id, check_tenant
 from .scripts import Code, raise_for
@@ -110,18 +114,39 @@ def enqueue_call(queue: QueueBase, item: EnqueueItem) -> Call:
     return [*static_keys(queue.keys), *keys], list(args)
 
 
-async def run_enqueue(queue: QueueBase, keys: Sequence[str], args: Sequence[Any]) -> Any:
+async def run_enqueue(
+    queue: QueueBase, keys: Sequence[str], args: Sequence[Any]
+) -> tuple[Any, int]:
     """``enqueue.lua`` for one item (``item_call``'s keys and arguments), as a bare ``EVALSHA``
     (redis-py's ``Script`` call adds a few microseconds); after a server restart it loads the
-    script and sends it again."""
+    script and sends it again. Returns the reply and how many replicas confirmed it (with
+    durable acceptance off: 0, and no ``WAIT`` is sent)."""
     script, redis = queue.scripts.enqueue, queue.redis
     static = static_keys(queue.keys)
+    if queue.durable_replicas:
+        replies, acknowledged = await run_durably(
+            redis, script, [([*static, *keys], args)], *durability(queue)
+        )
+        return replies[0], acknowledged
     count = len(static) + len(keys)
     try:
-        return await redis.execute_command("EVALSHA", script.sha, count, *static, *keys, *args)
+        reply = await redis.execute_command("EVALSHA", script.sha, count, *static, *keys, *args)
     except NoScriptError:
         script.sha = await redis.script_load(script.script)  # on a cluster: every primary
-        return await redis.execute_command("EVALSHA", script.sha, count, *static, *keys, *args)
+        reply = await redis.execute_command("EVALSHA", script.sha, count, *static, *keys, *args)
+    return reply, 0
+
+
+def durability(queue: QueueBase) -> tuple[int, int]:
+    """``WAIT``'s arguments: the replicas to wait for and the bound in milliseconds."""
+    return queue.durable_replicas, ms(queue.durable_timeout)
+
+
+def confirm(queue: QueueBase, acknowledged: int, job_ids: list[str]) -> None:
+    """Raises :class:`ReplicationTimeoutError` when fewer replicas than the queue asks for
+    confirmed the write of ``job_ids`` (never with durable acceptance off)."""
+    if acknowledged < queue.durable_replicas and job_ids:
+        raise ReplicationTimeoutError(queue.durable_replicas, acknowledged, job_ids)
 
 
 def enqueued(job_id: str, code: int, bound: Any) -> Enqueued:
@@ -136,7 +161,9 @@ async def enqueue_batch(queue: QueueBase, items: Iterable[EnqueueItem]) -> list[
     """:meth:`genq.Queue.enqueue_many`: ``enqueue.lua`` once per chunk of items.
 
     Items with a bad option are not sent; the others are, and their outcomes come back in
-    item order. Any failure raises :class:`EnqueueManyError` once the whole batch ran.
+    item order. Any failure raises :class:`EnqueueManyError` once the whole batch ran; with
+    durable acceptance, too few replicas raises :class:`ReplicationTimeoutError` first (its
+    ``job_ids``: every job the batch made or found).
     """
     results: list[Enqueued | Exception] = []
     sent: list[tuple[int, str]] = []  # (item index, job id) in the order sent
@@ -162,8 +189,14 @@ async def enqueue_batch(queue: QueueBase, items: Iterable[EnqueueItem]) -> list[
         results.append(_SENT)
         if len(sent) % CHUNK == 0:
             args = []
+    acknowledged = 0
     if calls:
-        replies = await run_pipelined(queue.redis, queue.scripts.enqueue, calls)
+        if queue.durable_replicas:
+            replies, acknowledged = await run_durably(
+                queue.redis, queue.scripts.enqueue, calls, *durability(queue)
+            )
+        else:
+            replies = await run_pipelined(queue.redis, queue.scripts.enqueue, calls)
         flat = [value for reply in replies for value in reply]
         for n, (index, job_id) in enumerate(sent):
             try:
@@ -171,6 +204,7 @@ async def enqueue_batch(queue: QueueBase, items: Iterable[EnqueueItem]) -> list[
             except JobExistsError as exc:
                 results[index] = exc
     done = [result for result in results if isinstance(result, Enqueued)]
+    confirm(queue, acknowledged, [result.id for result in done])
     if len(done) < len(results):
         raise EnqueueManyError(results)
     return done

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Self
 
 from .cluster import Call, is_cluster, server_time, socket_timeout
 from .codecs import Codec, json_codec
@@ -49,6 +49,30 @@ def safe_block(redis: RedisClient, wanted: float) -> float:
     return wanted if not timeout else min(wanted, timeout / 2)
 
 
+MAX_DURABLE_REPLICAS = 10
+
+
+def check_durability(redis: RedisClient, replicas: int, timeout: float) -> tuple[int, float]:
+    """Durable acceptance's options: 0-10 replicas (0: off), a wait in seconds > 0.
+
+    The wait must end before the client's socket timeout, or redis-py would give up on the
+    ``WAIT`` reply first and report a dropped connection instead of the replicas' count.
+    """
+    if isinstance(replicas, bool) or not isinstance(replicas, int):
+        raise ValueError("durable_replicas must be an integer from 0 to 10 (0: off)")
+    if not 0 <= replicas <= MAX_DURABLE_REPLICAS:
+        raise ValueError("durable_replicas must be an integer from 0 to 10 (0: off)")
+    if not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout <= 0:
+        raise ValueError("durable_timeout must be a finite number of seconds > 0")
+    limit = socket_timeout(redis)
+    if replicas and limit and timeout >= limit:
+        raise ValueError(
+            f"durable_timeout ({timeout:g} s) must be under the Redis client's socket timeout "
+            f"({limit:g} s), or the client gives up on WAIT before it answers"
+        )
+    return replicas, float(timeout)
+
+
 class QueueBase:
     """A queue's client, key names, scripts, codecs and timings (see :class:`genq.Queue`)."""
 
@@ -69,6 +93,8 @@ class QueueBase:
         watch_block: float = 2.0,
         tenant_weights: Mapping[str, int] | None = None,
         tenant_concurrency: int = 0,
+        durable_replicas: int = 0,
+        durable_timeout: float = 1.0,
     ) -> None:
         if lease <= 0 or max_attempts < 1 or backoff < 0 or max_backoff < backoff:
             raise ValueError("lease > 0, max_attempts >= 1, 0 <= backoff <= max_backoff")
@@ -93,6 +119,22 @@ class QueueBase:
             raise ValueError("tenant_concurrency must be an integer >= 0 (0: no cap)")
         self.tenant_concurrency = tenant_concurrency
         self.weights_arg = json.dumps(self.tenant_weights, separators=(",", ":"))
+        self.durable_replicas, self.durable_timeout = check_durability(
+            redis, durable_replicas, durable_timeout
+        )
+        self.options: dict[str, Any] = {
+            "codec": codec, "result_codec": result_codec, "lease": lease,
+            "max_attempts": max_attempts, "backoff": backoff, "max_backoff": max_backoff,
+            "result_ttl": result_ttl, "dead_ttl": dead_ttl, "events_max_len": events_max_len,
+            "watch_block": watch_block, "tenant_weights": self.tenant_weights,
+            "tenant_concurrency": tenant_concurrency, "durable_replicas": durable_replicas,
+            "durable_timeout": durable_timeout,
+        }  # fmt: skip
+        """The keyword options this queue was made with (:meth:`sibling` reuses them)."""
+
+    def sibling(self, prefix: str) -> Self:
+        """A queue on the same Redis under ``prefix``, with this queue's options."""
+        return type(self)(self.redis, prefix, **self.options)
 
     async def server_time(self) -> float:
         """The clock of the server holding this queue (the one its scripts use), in seconds."""
@@ -119,11 +161,15 @@ class QueueBase:
         seconds, micros = replies.pop()
         return replies, int(seconds) + int(micros) / 1e6
 
-    def pick_call(self, count: int, claim: float) -> Call:
-        """``pick.lua``'s keys and arguments: claim up to ``count`` jobs for ``claim`` seconds."""
+    def pick_call(self, count: int, claim: float, holder: str = "") -> Call:
+        """``pick.lua``'s keys and arguments: claim up to ``count`` jobs for ``claim`` seconds,
+        filed under ``holder`` (a worker's presence id; '' for none)."""
         k = self.keys
         keys = [k.ready, k.scheduled, k.leases, k.rank, k.cooldown, k.dead, *k.books]
-        args = [count, ms(claim), ms(self.dead_ttl), self.tenant_concurrency, self.weights_arg]
+        args = [
+            count, ms(claim), ms(self.dead_ttl), self.tenant_concurrency, self.weights_arg,
+            holder,
+        ]  # fmt: skip
         return keys, args
 
     def __repr__(self) -> str:

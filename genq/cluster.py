@@ -11,7 +11,11 @@ redis-py's cluster client refuses or does differently needs another path:
 - its ``pubsub()`` picks a node from the slot map without loading it, so on a client that has
   not sent a command yet ``subscribe`` fails with a ``KeyError``: the map is loaded first;
 - it has no ``connection_pool``: its socket timeout, which bounds blocking reads, is in its
-  ``connection_kwargs``.
+  ``connection_kwargs``;
+- durable acceptance's ``WAIT`` has no key, and only counts the writes of its own connection:
+  it is sent with the scripts in one pipeline on one connection of the node holding the
+  queue's slot (:func:`run_durably`), never through the cluster pipeline's retries, which
+  would resend the scripts alone or route the ``WAIT`` elsewhere.
 """
 
 from __future__ import annotations
@@ -20,9 +24,16 @@ from collections.abc import Sequence
 from typing import Any, TypeGuard
 
 from redis.asyncio.client import PubSub
-from redis.asyncio.cluster import ClusterPubSub, RedisCluster
+from redis.asyncio.cluster import ClusterPubSub, PipelineCommand, RedisCluster
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError
+from redis.exceptions import (
+    ClusterDownError,
+    ConnectionError,
+    MovedError,
+    NoScriptError,
+    SlotNotCoveredError,
+    TimeoutError,
+)
 
 from .connection import RedisClient
 
@@ -59,6 +70,82 @@ async def _evalsha_batch(
             pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
         replies: list[Any] = await pipe.execute()
         return replies
+
+
+async def run_durably(
+    redis: RedisClient, script: AsyncScript, calls: Sequence[Call], replicas: int, timeout_ms: int
+) -> tuple[list[Any], int]:
+    """:func:`run_pipelined`, then ``WAIT replicas timeout_ms`` on the same connection.
+
+    Returns the scripts' replies and how many replicas confirmed every write of that
+    connection (fewer than ``replicas`` once ``timeout_ms`` passed). ``WAIT`` counts only the
+    writes of the connection it is sent on, so it must follow the scripts on theirs: one
+    pipeline, never a pooled call of its own. A script that wrote nothing (a deduplicated
+    enqueue) leaves ``WAIT`` counting the connection's earlier writes.
+    """
+    try:
+        replies = await _durable_batch(redis, script, calls, replicas, timeout_ms)
+    except NoScriptError:
+        script.sha = await redis.script_load(script.script)  # on a cluster: every primary
+        replies = await _durable_batch(redis, script, calls, replicas, timeout_ms)
+    return replies[:-1], int(replies[-1])
+
+
+async def _durable_batch(
+    redis: RedisClient, script: AsyncScript, calls: Sequence[Call], replicas: int, timeout_ms: int
+) -> list[Any]:
+    commands = [("EVALSHA", script.sha, len(keys), *keys, *args) for keys, args in calls]
+    commands.append(("WAIT", replicas, timeout_ms))
+    if is_cluster(redis):
+        return await _on_slot_node(redis, str(calls[0][0][0]), commands)
+    async with redis.pipeline(transaction=False) as pipe:
+        for command in commands:
+            pipe.execute_command(*command)
+        replies: list[Any] = await pipe.execute()
+        return replies
+
+
+REDIRECTS = 3
+"""Tries of a durable batch whose slot moved (to the node the MOVED names, each time)."""
+
+_RELOAD_MAP = (ConnectionError, TimeoutError, OSError, ClusterDownError)
+
+
+async def _on_slot_node(
+    redis: RedisCluster, key: str, commands: Sequence[Sequence[Any]]
+) -> list[Any]:
+    """Sends ``commands`` in one pipeline on one connection of the primary holding ``key``.
+
+    The cluster pipeline cannot be trusted with this: after a MOVED it resends the failed
+    scripts alone on another connection (the ``WAIT`` would then count nothing of theirs), and
+    after a connection error it resends the batch with the ``WAIT`` routed by its own rules.
+    Here a MOVED updates the slot map (as redis-py does) and resends the whole batch to the new
+    owner; a connection error or CLUSTERDOWN reloads the map and is raised, for the caller's
+    infrastructure retries. Anything else (NOSCRIPT, an ASK during a slot migration) is raised.
+    """
+    for attempt in range(1, REDIRECTS + 1):
+        await redis.initialize()  # no-op unless the slot map must be (re)loaded
+        node = redis.get_node_from_key(key)
+        if node is None:  # the slot has no known primary: the map is being rebuilt
+            await redis.aclose()
+            raise SlotNotCoveredError(f"no primary known for the slot of {key!r}; retry")
+        stack = [PipelineCommand(i, *command) for i, command in enumerate(commands)]
+        try:
+            await node.execute_pipeline(stack)
+        except _RELOAD_MAP:
+            await redis.aclose()  # the next call reloads the slot map, as redis-py does
+            raise
+        failed = [cmd.result for cmd in stack if isinstance(cmd.result, Exception)]
+        if not failed:
+            return [cmd.result for cmd in stack]
+        error = failed[0]
+        if isinstance(error, MovedError) and attempt < REDIRECTS:
+            await redis.nodes_manager.move_slot(error)
+            continue
+        if isinstance(error, _RELOAD_MAP):
+            await redis.aclose()
+        raise error
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 async def server_time(redis: RedisClient, key: str) -> tuple[int, int]:

@@ -8,6 +8,7 @@ GenqError
 ├── JobCancelledError     wait(): the job was cancelled
 ├── JobLeaseLostError     emit/progress/heartbeat/settle by a holder whose lease is gone
 ├── EnqueueManyError      enqueue_many(): some items failed (``.results``: one per item)
+├── ReplicationTimeoutError  durable acceptance: too few replicas confirmed the write in time
 └── JobError              raised by handlers to steer the retry decision
     ├── RetryJobError     retry, no sooner than ``retry_after`` seconds
     └── TerminalJobError  dead-letter now; a retry would fail the same way
@@ -92,3 +93,27 @@ class EnqueueManyError(GenqError):
         super().__init__(
             f"{len(self.errors)} of {len(results)} items failed (item {first[0]}: {first[1]})"
         )
+
+
+class ReplicationTimeoutError(GenqError):
+    """Durable acceptance (``Queue(durable_replicas=N)``): fewer than N replicas confirmed the
+    write within ``durable_timeout``.
+
+    The write DID happen on the primary: the jobs exist there and may well survive. They may
+    also be lost if the primary fails before its replicas catch up, so the caller cannot count
+    them as accepted. Resending with the same idempotency key (or job id) finds the job
+    instead of making a second one. ``replicas`` is how many were asked for,
+    ``acknowledged`` how many confirmed, ``job_ids`` the jobs the write made or found.
+    """
+
+    def __init__(self, replicas: int, acknowledged: int, job_ids: list[str]) -> None:
+        shown = ", ".join(repr(job_id) for job_id in job_ids[:3])
+        more = f" and {len(job_ids) - 3} more" if len(job_ids) > 3 else ""
+        super().__init__(
+            f"{acknowledged} of {replicas} replicas confirmed the write of job {shown}{more} in "
+            "time: it is on the primary but could be lost if the primary fails now; resend "
+            "with the same idempotency key (or job id) to confirm it without a duplicate"
+        )
+        self.replicas = replicas
+        self.acknowledged = acknowledged
+        self.job_ids = job_ids

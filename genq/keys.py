@@ -98,13 +98,41 @@ class Keys:
         return f"{self.tag}:ixexpiry"
 
     @cached_property
+    def holders(self) -> str:
+        """hash: job id -> the worker (holder id) whose claim or lease it is under."""
+        return f"{self.tag}:holders"
+
+    @cached_property
+    def holds(self) -> str:
+        """zset, scores 0: ``<holder>\\0<id>`` per lease: one worker's leases are one lexical
+        range, which ``presence.lua`` expires when that worker's presence lapses."""
+        return f"{self.tag}:holds"
+
+    @cached_property
+    def presence(self) -> str:
+        """zset: holder id -> when its presence lapses (ms, server clock), renewed by each
+        worker's own loop every fraction of a second (``presence.lua``)."""
+        return f"{self.tag}:presence"
+
+    @cached_property
     def books(self) -> tuple[str, ...]:
-        """The keys every state-changing script keeps in step with the job (fair share and job
-        index), passed as its last KEYS in this order (``books_at`` in ``_lib.lua``)."""
+        """The keys every state-changing script keeps in step with the job (fair share, job
+        index, holders, the dead-letter outbox), passed as its last KEYS in this order
+        (``books_at`` in ``_lib.lua``)."""
         return (
             self.lines, self.turns, self.parked, self.passes, self.running, self.vtime,
-            self.index, self.tenant_index, self.index_expiry,
+            self.index, self.tenant_index, self.index_expiry, self.holders, self.holds,
+            self.outbox,
         )  # fmt: skip
+
+    @cached_property
+    def outbox(self) -> str:
+        """stream: one entry (field ``notice``, the dead-letter notice as JSON) per job that
+        dead-letters, written by the script that dead-letters it and trimmed to about
+        ``OUTBOX_MAX_LEN`` (10,000, ``_lib.lua``) entries; the workers' alerts read it through
+        the consumer group ``alerts`` (``workers.outbox``), so no alert is lost while no
+        worker runs."""
+        return f"{self.tag}:outbox"
 
     @cached_property
     def scheduled(self) -> str:

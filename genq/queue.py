@@ -10,7 +10,15 @@ from typing import Any
 
 from ._calls import cancel_call, delete_call, purge_dead_call, retry_call
 from ._dead_letters import DeadEntry, DeadPage, format_cursor, parse_cursor, rows_after
-from ._enqueue import Enqueued, EnqueueItem, enqueue_batch, enqueued, item_call, run_enqueue
+from ._enqueue import (
+    Enqueued,
+    EnqueueItem,
+    confirm,
+    enqueue_batch,
+    enqueued,
+    item_call,
+    run_enqueue,
+)
 from ._job_index import IdPage, JobPage, count_jobs, list_ids, list_jobs
 from ._queue_base import QueueBase, ms
 from .active_job import ActiveJob
@@ -20,10 +28,11 @@ from .connection import RedisPipeline
 from .errors import JobCancelledError, JobFailedError, JobNotFinishedError, JobNotFoundError
 from .events import Event, check_cursor, decode_entry, text
 from .job import Job
+from .pull import PulledJob, ack, extend, nack, pull, push_events
 from .scripts import Code
 from .status import TERMINAL, JobStatus
 from .usage import UsageRow, days, parse_counters
-from .worker import Worker
+from .worker import PRESENCE_SECONDS, Worker
 
 __all__ = ["EnqueueItem", "Enqueued", "IdPage", "JobPage", "Queue", "QueueStats"]
 
@@ -43,14 +52,22 @@ class Queue(QueueBase):
 
     ``Queue(redis, prefix="queue", *, codec, result_codec, lease, max_attempts, backoff,
     max_backoff, result_ttl, dead_ttl, events_max_len, watch_block, tenant_weights,
-    tenant_concurrency)``. All durations are seconds. ``redis`` is a ``redis.asyncio.Redis`` or
-    ``RedisCluster``.
+    tenant_concurrency, durable_replicas, durable_timeout)``. All durations are seconds.
+    ``redis`` is a ``redis.asyncio.Redis`` or ``RedisCluster``.
 
     Fair share: waiting jobs are served round-robin across tenants, ``tenant_weights`` (tenant
     -> 1..1000, default 1) turns each served job of a tenant into 1/weight of a turn, and
     ``tenant_concurrency`` (0: none) caps the jobs one tenant holds at once; jobs beyond it wait
     for its running ones. Both are read by this queue's workers when they reserve, so every
     worker of a queue should be given the same ones.
+
+    Durable acceptance: with ``durable_replicas=N`` (0-10; 0, the default, is off and sends
+    nothing more), ``enqueue``, ``enqueue_many`` and workers' settles wait, on the connection
+    that wrote, until N replicas hold the write (Redis ``WAIT``), for up to
+    ``durable_timeout`` seconds (1.0; under the client's socket timeout). An enqueue that is
+    not confirmed in time raises :class:`ReplicationTimeoutError`; a settle logs a warning.
+    It costs a replication round trip per call and makes nothing lost on a failover that
+    promotes a replica which confirmed.
     """
 
     # -- producing -----------------------------------------------------------------------------
@@ -74,13 +91,19 @@ class Queue(QueueBase):
 
         Waiting jobs are served round-robin across ``tenant`` values (weighted by the queue's
         ``tenant_weights``), by priority and then FIFO within a tenant.
+
+        With ``durable_replicas`` set, it returns only once that many replicas hold the job,
+        or raises :class:`ReplicationTimeoutError` (the job is on the primary; resend with the
+        same idempotency key or job id to confirm it).
         """
         keys, args = item_call(
             self, payload, idempotency_key, priority, delay, job_id, max_attempts,
             idempotency_ttl, tenant,
         )  # fmt: skip
-        code, bound = await run_enqueue(self, keys, args)
-        return enqueued(args[0], code, bound)
+        (code, bound), acknowledged = await run_enqueue(self, keys, args)
+        result = enqueued(args[0], code, bound)
+        confirm(self, acknowledged, [result.id])
+        return result
 
     async def enqueue_many(self, items: Iterable[EnqueueItem]) -> list[Enqueued]:
         """Adds many jobs in one round trip: each item is one ``enqueue`` (same checks, same
@@ -379,6 +402,43 @@ class Queue(QueueBase):
             if ids is not None:
                 return purged
 
+    # -- pulling (workers anywhere: genq/pull.py) ----------------------------------------------
+
+    async def pull(self, max: int = 1, visibility: float = 60.0) -> list[PulledJob]:
+        """Takes up to ``max`` runnable jobs (fair share and ``tenant_weights`` apply), each
+        held for ``visibility`` seconds under its ``receipt``. A job not acked or nacked by
+        then goes back in line and its next attempt starts with ``restarted``. [] when none."""
+        return (await pull(self, max, visibility)).jobs
+
+    async def ack(self, job_id: str, receipt: str, result: Any = None) -> str:
+        """Completes a pulled job; returns its status after (``completed``, or ``cancelled``
+        when a cancel was pending). A stale receipt raises :class:`JobLeaseLostError`."""
+        return await ack(self, job_id, receipt, result)
+
+    async def nack(
+        self,
+        job_id: str,
+        receipt: str,
+        error: str,
+        retry_after: float | None = None,
+        terminal: bool = False,
+    ) -> str:
+        """Fails a pulled job's attempt: retried (after ``retry_after`` seconds, or the
+        queue's backoff) while attempts remain, dead-lettered when ``terminal`` or out of
+        attempts. Returns its status after; a stale receipt raises JobLeaseLostError."""
+        return await nack(self, job_id, receipt, error, retry_after, terminal)
+
+    async def extend(self, job_id: str, receipt: str, visibility: float) -> bool:
+        """Holds a pulled job ``visibility`` more seconds from now; True if a cancel is
+        pending. A receipt whose visibility already passed raises JobLeaseLostError."""
+        return await extend(self, job_id, receipt, visibility)
+
+    async def push_events(self, job_id: str, receipt: str, events: list[tuple[str, Any]]) -> bool:
+        """Appends ``(type, data)`` events (``chunk`` or ``progress``) to a pulled job's
+        stream, adjacent text chunks joined as a worker's emits are; each renews the
+        visibility. True if a cancel is pending."""
+        return await push_events(self, job_id, receipt, events)
+
     # -- working -------------------------------------------------------------------------------
 
     def worker(
@@ -390,8 +450,12 @@ class Queue(QueueBase):
         poll: float | None = None,
         is_retryable: Callable[[BaseException], bool] | None = None,
         on_error: Callable[[ActiveJob, BaseException], Any] | None = None,
+        presence: float = PRESENCE_SECONDS,
     ) -> Worker:
-        """A worker running ``handler``; use ``async with`` (leaving = graceful stop)."""
+        """A worker running ``handler``; use ``async with`` (leaving = graceful stop).
+
+        ``presence`` (seconds): how long the worker may give no sign of life (killed, cut off,
+        paused) before the other workers of the queue take its jobs back, whatever the lease."""
         return Worker(
             self,
             handler,
@@ -401,4 +465,5 @@ class Queue(QueueBase):
             poll=poll,
             is_retryable=is_retryable,
             on_error=on_error,
+            presence=presence,
         )

@@ -29,6 +29,7 @@ NAMES = (
     "delete",
     "cooldown",
     "clear_cooldown",
+    "presence",
 )
 
 
@@ -69,6 +70,7 @@ class Scripts:
     delete: AsyncScript
     cooldown: AsyncScript
     clear_cooldown: AsyncScript
+    presence: AsyncScript
 
 
 def raise_for(code: int, job_id: str) -> None:

@@ -18,11 +18,11 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
-from ._calls import activate_call, reclaim_call, settle_call
-from ._queue_base import QueueBase, safe_block
+from ._calls import activate_call, presence_call, reclaim_call, settle_call
+from ._queue_base import QueueBase, ms, safe_block
 from .active_job import ActiveJob, record_fields
-from .cancellation import raise_if_cancelled
-from .cluster import open_pubsub, run_pipelined
+from .cancellation import cancel_and_wait, raise_if_cancelled
+from .cluster import open_pubsub, run_durably, run_pipelined
 from .connection import RedisClient
 from .errors import JobError, JobLeaseLostError, RetryJobError, TerminalJobError
 from .events import text
@@ -33,6 +33,10 @@ log = logging.getLogger("genq.worker")
 
 CLAIM_SECONDS = 10.0
 """How long a picked job may wait for its activation before another worker may take it."""
+
+PRESENCE_SECONDS = 1.2
+"""How long a worker's presence lasts unless renewed: a worker gone this long (killed, cut off,
+paused) loses its jobs to the others, whatever their leases say. Renewed 6 times as often."""
 
 MAX_ERROR_CHARS = 2000
 
@@ -87,9 +91,12 @@ class Worker:
         poll: float | None = None,
         is_retryable: Callable[[BaseException], bool] | None = None,
         on_error: Callable[[ActiveJob, BaseException], Any] | None = None,
+        presence: float = PRESENCE_SECONDS,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
+        if not 0.2 <= presence <= 60:
+            raise ValueError("presence must be 0.2 to 60 seconds")
         self.queue = queue
         self.handler = handler
         self.concurrency = concurrency
@@ -100,6 +107,9 @@ class Worker:
         self.poll = safe_block(queue.redis, poll or 1.0)
         self.is_retryable = is_retryable
         self.on_error = on_error
+        self.presence = presence
+        self.holder = uuid.uuid4().hex
+        """This worker's presence id: its claims and leases are filed under it."""
         self._slots: dict[str, _Slot] = {}  # by lease token: one job id can come back here
         self._slot_freed = asyncio.Event()
         self._stopping = False
@@ -107,6 +117,7 @@ class Worker:
         self._fetcher: asyncio.Task[None] | None = None
         self._doorbell: RedisClient = queue.redis
         self._listener: asyncio.Task[None] | None = None
+        self._presence_task: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -118,6 +129,11 @@ class Worker:
 
     async def start(self) -> Worker:
         if self._fetcher is None:
+            try:
+                await self._announce()  # before the first claim is filed under this worker
+            except (*TRANSIENT, RedisError) as exc:
+                log.warning("presence not announced yet (%s); the loop retries", exc)
+            self._presence_task = asyncio.create_task(self._keep_presence(), name="genq-presence")
             self._fetcher = asyncio.create_task(self._fetch_loop(), name="genq-fetch")
             self._doorbell = dedicated_client(self.queue.redis)
             self._listener = asyncio.create_task(self._listen_cancels(), name="genq-cancels")
@@ -156,6 +172,10 @@ class Worker:
                 await self._doorbell.aclose()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._listener
+        if self._presence_task is not None:
+            await cancel_and_wait(self._presence_task)
+            with contextlib.suppress(*TRANSIENT, RedisError):
+                await self._announce(withdraw=True)
         self._stopped.set()
 
     async def __aenter__(self) -> Worker:
@@ -201,7 +221,7 @@ class Worker:
                 await asyncio.sleep(delay)
 
     async def _pick(self, count: int) -> tuple[list[str], list[str], int]:
-        keys, args = self.queue.pick_call(count, CLAIM_SECONDS)
+        keys, args = self.queue.pick_call(count, CLAIM_SECONDS, self.holder)
         claimed, expired, wait_ms = await self.queue.scripts.pick(keys=keys, args=args)
         return [text(i) for i in claimed], [text(i) for i in expired], int(wait_ms)
 
@@ -216,11 +236,11 @@ class Worker:
             if int(reply[0]) == Code.OK:
                 self._spawn(record_fields(reply[1]), tokens[job_id])
 
-    async def _reclaim(self, ids: list[str]) -> None:
+    async def _reclaim(self, ids: list[str], why: str = "lease expired") -> None:
         for job_id in ids:
             reply = await self.queue.run_keyed(job_id, partial(self._reclaim_one, job_id))
             if int(reply[0]) == 1:
-                log.warning("reclaimed job %s (lease expired) -> %s", job_id, text(reply[1]))
+                log.warning("reclaimed job %s (%s) -> %s", job_id, why, text(reply[1]))
 
     async def _reclaim_one(self, job_id: str, idem: str) -> list[Any]:
         reply: list[Any] = await self.queue.scripts.reclaim(*reclaim_call(self.queue, job_id, idem))
@@ -326,9 +346,51 @@ class Worker:
             q, job.id, job.token, job.idempotency_key or "", outcome.kind, outcome.data,
             outcome.delay, outcome.reason, job.metered,
         )  # fmt: skip
-        reply = await with_retry(lambda: q.scripts.settle(*call), within=self.lease)
+        if not q.durable_replicas:
+            reply = await with_retry(lambda: q.scripts.settle(*call), within=self.lease)
+        else:
+            # Durable: WAIT on the settle's own connection. Not confirmed in time, the settle
+            # still happened on the primary, so it is not undone or retried; if the primary
+            # fails before a replica has it, the promoted replica still shows the job running
+            # and its lease expiry reruns the attempt (at least once, as after a worker death).
+            wait = (q.durable_replicas, ms(q.durable_timeout))
+            replies, acknowledged = await with_retry(
+                lambda: run_durably(q.redis, q.scripts.settle, [call], *wait), within=self.lease
+            )
+            reply = replies[0]
+            if acknowledged < q.durable_replicas:
+                log.warning(
+                    "job %s: settle (%s) confirmed by %d of %d replicas in %gs; a failover now "
+                    "could lose it and rerun the attempt",
+                    job.id, outcome.kind, acknowledged, q.durable_replicas, q.durable_timeout,
+                )  # fmt: skip
         if int(reply[0]) == Code.LEASE_LOST:
             raise JobLeaseLostError(job.id)
+
+    # -- presence --------------------------------------------------------------------------------
+
+    async def _announce(self, withdraw: bool = False) -> list[str]:
+        """Renews (or withdraws) this worker's presence; returns the jobs of workers whose
+        presence lapsed, their leases now expired for the taking."""
+        keys, args = presence_call(self.queue, self.holder, 0 if withdraw else self.presence)
+        taken = await self.queue.scripts.presence(keys=keys, args=args)
+        return [text(i) for i in taken]
+
+    async def _keep_presence(self) -> None:
+        """The worker's own sign of life, renewed from its loop (not by jobs, which can be silent
+        for long), and the takeover of the jobs of workers that gave none: reclaimed at once
+        through reclaim.lua, the same script and fencing as a lease expiry."""
+        while True:
+            raise_if_cancelled()  # a cancel redis-py swallowed (see genq.cancellation)
+            await asyncio.sleep(self.presence / 6)
+            try:
+                taken = await self._announce()
+                if taken:  # each goes back to ready and rings the doorbell
+                    await self._reclaim(taken, why="its worker vanished")
+            except (*TRANSIENT, RedisError) as exc:
+                log.warning("presence not renewed (%s); retrying", exc)
+            except Exception:  # the loop must outlive any single failure, or our jobs go
+                log.exception("presence not renewed; retrying")
 
     # -- keeping leases --------------------------------------------------------------------------
 

@@ -27,11 +27,20 @@ cooldown_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(cooldown_app, name="cooldown")
+tenants_app = typer.Typer(
+    help="Disable or enable a tenant as a whole (Redis: GENQ_REDIS_URL).", no_args_is_help=True
+)
+app.add_typer(tenants_app, name="tenants")
 budgets_app = typer.Typer(
     help="Tenants' spending limits in USD (admin key; HTTP: GENQ_URL, GENQ_API_KEY).",
     no_args_is_help=True,
 )
 app.add_typer(budgets_app, name="budgets")
+alerts_app = typer.Typer(
+    help="Dead-letter alert deliveries to webhooks (admin key; HTTP: GENQ_URL, GENQ_API_KEY).",
+    no_args_is_help=True,
+)
+app.add_typer(alerts_app, name="alerts")
 
 Watch = Annotated[bool, typer.Option("--watch", "-w", help="Stream the job until it ends")]
 ProgressBar = Annotated[
@@ -398,6 +407,18 @@ def dead_watch(
     raise typer.Exit(watch_dead(count))
 
 
+@alerts_app.command("list")
+def alerts_list(
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="Newest attempts to show")] = 20,
+    as_json: AsJson = False,
+) -> None:
+    """Each webhook POST of a dead-letter alert: when, webhook, job, attempt, HTTP status or
+    error, and whether it was delivered, will be retried or was given up."""
+    from .alerts import alerts_list as show_alerts
+
+    raise typer.Exit(show_alerts(limit, as_json))
+
+
 @cooldown_app.command("clear")
 def cooldown_clear(
     queue: Annotated[str, typer.Argument(help="The queue (a provider name)")],
@@ -410,13 +431,28 @@ def cooldown_clear(
 
 @keys_app.command("create")
 def keys_create(
-    tenant: Annotated[str, typer.Option(help="Tenant the key acts as")],
+    tenant: Annotated[
+        str, typer.Option(help="Tenant the key acts as (worker keys: default 'workers')")
+    ] = "",
     admin: Annotated[bool, typer.Option(help="Allow /v1/queues (operations)")] = False,
+    worker: Annotated[
+        bool, typer.Option(help="A worker key: only pulls and settles jobs of --queues")
+    ] = False,
+    queues: Annotated[
+        str, typer.Option(help="Worker keys: the queues it may pull from, comma-separated")
+    ] = "",
 ) -> None:
-    """Create a key; it is printed once and stored only as a hash."""
+    """Create a key; it is printed once and stored only as a hash.
+
+    `genq keys create --worker --queues demo,openai` makes a key for HTTP workers (pull/ack,
+    docs/GATEWAY.md "Workers anywhere"): it cannot read or enqueue generations."""
     from .keys import create_key
 
-    api_key, digest = asyncio.run(create_key(tenant, admin))
+    try:
+        api_key, digest = asyncio.run(create_key(tenant, admin, worker, queues))
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     typer.echo(api_key)
     typer.echo(f"stored as sha256:{digest}", err=True)
 
@@ -427,21 +463,76 @@ def keys_list() -> None:
     from .keys import list_keys
 
     for digest, grant in asyncio.run(list_keys()).items():
-        role = "admin" if grant.admin else "user"
+        role = f"worker ({','.join(grant.queues)})" if grant.worker else grant.role
         typer.echo(f"{digest[:12]}  {grant.tenant}  {role}")
 
 
 @keys_app.command("revoke")
 def keys_revoke(
-    digest_prefix: Annotated[str, typer.Argument(help="First hex digits of the key's digest")],
+    digest_prefix: Annotated[
+        str, typer.Argument(help="8 or more hex digits of the key's digest (`genq keys list`)")
+    ],
+    reason: Reason = None,
 ) -> None:
-    """Revoke stored keys by digest prefix (as `genq keys list` shows)."""
+    """Revoke a key and stop its work: its waiting, scheduled and running generations are
+    cancelled now, its watch tokens refused. A key of GENQ_API_KEYS is revoked by its id too
+    (give 8+ digits of `genq keys hash`; remove it from the settings as well)."""
     from .keys import revoke_key
 
-    removed = asyncio.run(revoke_key(digest_prefix))
-    typer.echo(f"revoked {len(removed)} key(s)")
-    if not removed:
-        raise typer.Exit(1)
+    try:
+        revoked = asyncio.run(revoke_key(digest_prefix, reason))
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if revoked.removed:
+        typer.echo(f"revoked {len(revoked.removed)} key(s), key id {revoked.key_id}")
+    else:
+        typer.echo(
+            f"no stored key matches {digest_prefix}; key id {revoked.key_id} is refused from "
+            "now on (a key of GENQ_API_KEYS: remove it there too)"
+        )
+    typer.echo(f"stopped {revoked.stopped.count} job(s)")
+
+
+@tenants_app.command("disable")
+def tenants_disable(
+    tenant: Annotated[str, typer.Argument(help="The tenant")], reason: Reason = None
+) -> None:
+    """Disable a tenant: its keys get 403, its watch tokens 401, and its waiting, scheduled
+    and running generations are cancelled now."""
+    from .tenants import disable
+
+    try:
+        changed, stopped = asyncio.run(disable(tenant, reason))
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"tenant {tenant} {'disabled' if changed else 'was already disabled'}")
+    typer.echo(f"stopped {stopped.count} job(s)")
+
+
+@tenants_app.command("enable")
+def tenants_enable(
+    tenant: Annotated[str, typer.Argument(help="The tenant")], reason: Reason = None
+) -> None:
+    """Enable a disabled tenant again (generations stopped meanwhile stay stopped)."""
+    from .tenants import enable
+
+    try:
+        changed = asyncio.run(enable(tenant, reason))
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"tenant {tenant} {'enabled' if changed else 'was not disabled'}")
+
+
+@tenants_app.command("list")
+def tenants_list() -> None:
+    """List tenants with stored keys or disabled: name, stored keys, state."""
+    from .tenants import list_tenants
+
+    for row in asyncio.run(list_tenants()):
+        typer.echo(f"{row.tenant}  {row.keys}  {'disabled' if row.disabled else 'enabled'}")
 
 
 @keys_app.command("hash")

@@ -10,19 +10,41 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import Annotated
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 KEY_HASH_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
 """A key's digest as ``GENQ_API_KEYS`` holds it."""
+QUEUE_NAME_PATTERN = r"^[^{}\s/]{1,80}$"
+"""A queue (provider) name as a worker key names it."""
 
 
 class KeyGrant(BaseModel):
-    """What an API key grants: the tenant it acts as, and whether it may operate the queues."""
+    """What an API key grants: the tenant it acts as, and its role: a user's (generations of
+    its tenant), ``admin`` (operate the queues too) or ``worker`` (pull and settle the jobs of
+    the named ``queues``, nothing else). Grants stored before roles existed read as before."""
 
     tenant: str = Field(pattern=TENANT_PATTERN)
     admin: bool = False
+    worker: bool = False
+    queues: list[Annotated[str, Field(pattern=QUEUE_NAME_PATTERN)]] = []
+    """The queues a worker key may pull from (worker keys only)."""
+
+    @model_validator(mode="after")
+    def _one_role(self) -> KeyGrant:
+        if self.worker and self.admin:
+            raise ValueError("a key is a worker key or an admin key, not both")
+        if self.worker and not self.queues:
+            raise ValueError("a worker key needs the queues it may pull from")
+        if self.queues and not self.worker:
+            raise ValueError("only a worker key is limited to queues")
+        return self
+
+    @property
+    def role(self) -> str:
+        return "admin" if self.admin else "worker" if self.worker else "user"
 
 
 def hash_key(api_key: str) -> str:

@@ -7,7 +7,9 @@ Two kinds:
   it) and the queue-depth history of the operations chart (every gateway process samples it);
 - the gateway's own keys under the queue namespace: API keys (``genq keys`` writes them, the
   gateway reads them), per-tenant rate buckets, daily counts and in-flight sets, budget
-  accounts (the gateway reserves, workers hold and charge), the operations audit log.
+  accounts (the gateway reserves, workers hold and charge), the operations audit log, the
+  alert delivery log (workers write, the gateway reads), the revoked key ids and disabled
+  tenants (the gateway writes them, everyone checks them).
   Queue keys start with ``{``, so these never collide with a provider's queue.
 """
 
@@ -47,6 +49,12 @@ class GatewayKeys:
         """stream: who retried or purged which dead generations (``gateway.audit``)."""
         return self._key("audit")
 
+    @property
+    def alert_log(self) -> str:
+        """stream: every dead-letter alert POST attempt and its outcome, written by workers
+        (``genq_contract.alert_log``), read by ``GET /v1/alerts``."""
+        return self._key("alerts:log")
+
     def rate(self, tenant: str) -> str:
         """hash: the tenant's enqueue token bucket."""
         return self._key(f"rate:{tenant}")
@@ -70,6 +78,18 @@ class GatewayKeys:
     def budget_tenants(self) -> str:
         """set: tenants an operator gave budget limits (the admin API lists and sweeps them)."""
         return self._key("budget-tenants")
+
+    @property
+    def revoked_key_ids(self) -> str:
+        """set: ids (first 8 hex digits of the digest) of revoked API keys: their jobs, watch
+        tokens and receipts are refused (``genq_contract.access``)."""
+        return self._key("revoked-key-ids")
+
+    @property
+    def disabled_tenants(self) -> str:
+        """set: tenants an operator disabled: their keys, jobs, watch tokens and receipts are
+        refused until enabled again (``genq_contract.access``)."""
+        return self._key("disabled-tenants")
 
     def idempotency_claim(self, scoped_key: str) -> str:
         """string: the token of the request accepting this ``<tenant>:<Idempotency-Key>`` now

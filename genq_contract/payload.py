@@ -3,8 +3,8 @@
 The gateway builds a :class:`GenerationPayload` from a validated request and enqueues its
 ``model_dump()``; the worker reads a job's payload back with :meth:`GenerationPayload.parse`.
 Jobs enqueued by other means (tests, benchmarks, ``genq.Queue`` users) may give a ``prompt``
-instead of ``messages`` and leave out what only the gateway needs (tenant, metadata,
-fingerprint).
+instead of ``messages`` and leave out what only the gateway needs (tenant, key id,
+metadata, fingerprint).
 """
 
 from __future__ import annotations
@@ -33,6 +33,10 @@ class GenerationPayload(BaseModel):
     ``workers.fallback``); None: the ones ``GENQ_FALLBACKS`` gives ``model``; []: none."""
     tenant: str | None = None
     """The tenant that asked (the gateway answers other tenants 404)."""
+    key_id: str | None = None
+    """The id of the API key that asked (first 8 hex digits of its digest): with ``tenant``,
+    who the generation runs as. Workers refuse it once the key is revoked or the tenant
+    disabled (``genq_contract.access``); None: a job enqueued without a key."""
     metadata: dict[str, Any] = {}
     """The request's metadata, returned as is."""
     fingerprint: str | None = None

@@ -30,8 +30,8 @@ class CommonSettings(RoutingSettings):
     """The routing (:class:`RoutingSettings`), plus where Redis is and how long jobs live."""
 
     redis_url: str = DEFAULT_REDIS_URL
-    """GENQ_REDIS_URL: ``redis://``, ``rediss://``, ``unix://`` or ``redis+cluster://h1:p1,h2:p2``
-    (see ``genq.connect``)."""
+    """GENQ_REDIS_URL: ``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://h1:p1,h2:p2``
+    or ``redis+sentinel://s1:p1,s2:p2/<service>`` (see ``genq.connect``)."""
     result_ttl: float = Field(default=3600.0, ge=0)
     """GENQ_RESULT_TTL: seconds a finished generation (record, output, idempotency key) stays
     readable; 0 keeps it forever."""
@@ -50,15 +50,32 @@ class CommonSettings(RoutingSettings):
     queue, counted across every worker (0: no cap). Jobs beyond it wait for the tenant's
     running ones, in line, instead of being refused."""
 
+    durable_replicas: int = Field(default=0, ge=0, le=10)
+    """GENQ_DURABLE_REPLICAS: durable acceptance. 0 (default): off. N: every enqueue and every
+    settle waits (Redis ``WAIT``) until N replicas hold it; the gateway answers 202 only then,
+    and 503 when they do not confirm within GENQ_DURABLE_TIMEOUT (the generation is on the
+    primary: a retry with the same Idempotency-Key returns it). Costs a replication round trip
+    per enqueue; see docs/ARCHITECTURE.md."""
+    durable_timeout: float = Field(default=1.0, gt=0, lt=5)
+    """GENQ_DURABLE_TIMEOUT: seconds an enqueue or settle waits for GENQ_DURABLE_REPLICAS
+    replicas (under the Redis client's 5 s socket timeout)."""
+
     tenant_budgets: dict[str, TenantBudget] = {}
     """GENQ_TENANT_BUDGETS: ``{"tenant": {"daily_usd": 5, "monthly_usd": 100}}`` (JSON), either
     may be absent. The gateway reserves each generation's maximum cost against it at enqueue
     (402 past it) and workers charge what attempts cost (``genq_contract.budget``). Limits an
     operator sets with ``PUT /v1/budgets/{tenant}`` win over these."""
 
-    def fair_share(self) -> dict[str, Any]:
-        """The :class:`genq.Queue` options of the fair share, as these settings give them."""
+    def queue_options(self) -> dict[str, Any]:
+        """The :class:`genq.Queue` options every process builds its queues with (retention,
+        attempts, the fair share, durable acceptance), so the gateway, the workers and the CLI
+        agree on them."""
         return {
+            "result_ttl": self.result_ttl,
+            "dead_ttl": self.dead_ttl,
+            "max_attempts": self.max_attempts,
             "tenant_weights": self.tenant_weights,
             "tenant_concurrency": self.tenant_concurrency,
+            "durable_replicas": self.durable_replicas,
+            "durable_timeout": self.durable_timeout,
         }

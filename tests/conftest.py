@@ -15,6 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from genq_cli.embedded_redis import EmbeddedRedis
+from tests.replicas import ReplicatedRedis
 
 
 @pytest.fixture(scope="session")
@@ -39,3 +40,19 @@ async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
 @pytest.fixture
 def prefix() -> str:
     return f"t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def pair() -> Iterator[ReplicatedRedis]:
+    """A primary with one real replica of its own (durable acceptance tests)."""
+    with ReplicatedRedis(replicas=1) as servers:
+        yield servers
+
+
+@pytest.fixture
+async def primary(pair: ReplicatedRedis) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(pair.url, socket_timeout=5)
+    try:
+        yield client
+    finally:
+        await client.aclose()

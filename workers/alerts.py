@@ -1,155 +1,189 @@
-"""Dead-letter alerts: every job that dead-letters becomes a signed webhook POST.
+"""Dead-letter alerts: every job that dead-letters becomes a signed POST to each webhook.
 
-genq publishes a JSON notice on each provider queue's ``dead_letters`` channel when a job
-dead-letters. :class:`DeadLetterAlerts` subscribes to those channels and, for each notice,
-enqueues a delivery on a queue of its own (``<namespace>-alerts``: its own hash tag), whose
-worker POSTs the notice to ``GENQ_ALERT_WEBHOOK_URL`` with
-``X-Genq-Signature: sha256=<hex HMAC-SHA256 of the body, key GENQ_ALERT_WEBHOOK_SECRET>``.
-A receiver that fails (5xx, 408, 429, timeout) gets the alerts queue's retries with backoff;
-after the last attempt the delivery dead-letters in the alerts queue and is NOT alerted again:
-the alerts queue's own channel is never subscribed, so a webhook that is down cannot loop.
-
-Every worker process runs one; the delivery's idempotency key (queue, job id, time of death)
-makes the N processes that hear the same notice enqueue ONE delivery.
-
-Pub/sub is fire-and-forget: a job that dead-letters while no subscriber runs (no worker up,
-a reconnect in progress) is not alerted. Alerts are best-effort; the dead set (``genq dead
-list``, ``GET /v1/queues/{name}/dead``) remains the source of truth.
+The script that dead-letters a job appends a notice to its queue's outbox stream; every worker
+process reads the outboxes of all provider queues in one consumer group (:mod:`workers.outbox`),
+so a notice written while no worker runs waits for the first one to start, and one killed
+between reading and acknowledging a notice loses nothing (another takes it over). For each
+notice :class:`DeadLetterAlerts` enqueues one delivery per webhook that wants that queue
+(:mod:`workers.webhooks`) on a queue of its own (``<namespace>-alerts``: its own hash tag),
+under the idempotency key ``<queue prefix>:<outbox entry id>:<webhook>``: a notice read twice
+never enqueues twice. The deliveries' worker POSTs the alert (at least once: a receiver should
+deduplicate on ``X-Genq-Delivery``). A receiver that fails (5xx, 408, 429, timeout) gets the
+alerts queue's retries with backoff; after the last attempt the delivery dead-letters in the
+alerts queue and is NOT alerted again: the alerts queue's own outbox is never read, so a webhook
+that is down cannot loop. Every attempt's outcome goes to the delivery log
+(:mod:`genq_contract.alert_log`), shown by ``GET /v1/alerts``, ``/admin`` and
+``genq alerts list``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import hashlib
-import hmac
-import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import RedisError
 
 from genq import ActiveJob, Queue, RetryJobError, TerminalJobError, Worker
-from genq.cancellation import cancel_and_wait
-from genq.events import text
-from genq.keys import Keys
+from genq_contract.alert_log import (
+    DELIVERED,
+    GIVEN_UP,
+    RETRYING,
+    AlertAttempt,
+    Outcome,
+    record_attempt,
+)
+from workers.outbox import OutboxReader, Source
+from workers.webhooks import (
+    DEFAULT_NAME,
+    SIGNATURE_HEADER,
+    Webhook,
+    encode,
+    is_final_failure,
+    sign,
+)
 
 log = logging.getLogger("workers.alerts")
 
-SIGNATURE_HEADER = "X-Genq-Signature"
 EVENT = "job.dead_letter"
+WEBHOOK_HEADER = "X-Genq-Webhook"
+IDEMPOTENCY_TTL = 86400.0
+"""Seconds a delivery's idempotency key outlives it: far above any takeover of a notice."""
 
-
-def sign(secret: str, body: bytes) -> str:
-    """The signature header's value: ``sha256=<hex>`` of HMAC-SHA256(secret, body)."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
-def encode(payload: Mapping[str, Any]) -> bytes:
-    return json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+__all__ = ["EVENT", "SIGNATURE_HEADER", "DeadLetterAlerts", "encode", "sign"]
 
 
 class DeadLetterAlerts:
-    """Subscribes to the given queues' dead letters and delivers each one as a webhook."""
+    """Reads the given queues' outboxes and delivers each notice to every matching webhook."""
 
     def __init__(
         self,
         redis: Any,
         sources: Mapping[str, str],
         queue: Queue,
-        url: str,
-        secret: str,
+        webhooks: Sequence[Webhook],
         *,
+        log_key: str | None = None,
         timeout: float = 10.0,
         concurrency: int = 4,
+        claim_after: float = 30.0,
+        block: float = 1.0,
+        consumer: str | None = None,
     ) -> None:
-        """``sources``: queue name (provider) -> queue prefix. ``queue`` carries deliveries."""
+        """``sources``: queue name (provider) -> queue prefix. ``queue`` carries deliveries.
+        ``log_key``: the delivery log's stream (None: no log)."""
         if queue.prefix in sources.values():
             raise ValueError("the alerts queue must not be one of the queues it watches")
+        if not webhooks:
+            raise ValueError("dead-letter alerts need at least one webhook")
         self.redis = redis
-        self.channels = {
-            Keys(prefix).dead_letters: (name, prefix) for name, prefix in sources.items()
-        }
+        self.sources = [Source(name, prefix) for name, prefix in sources.items()]
         self.queue = queue
-        self.url = url
-        self.secret = secret
-        self.timeout = timeout
+        self.webhooks = {hook.name: hook for hook in webhooks}
+        self.log_key = log_key
+        self.reader = OutboxReader(
+            redis,
+            self.sources,
+            self.fan_out,
+            consumer=consumer,
+            claim_after=claim_after,
+            block=block,
+        )
         self.worker: Worker = queue.worker(self.deliver, concurrency=concurrency)
         self._http = httpx.AsyncClient(timeout=timeout)
-        self._listener: asyncio.Task[None] | None = None
-        self._subscribed = asyncio.Event()
 
     async def start(self) -> None:
-        """Starts the delivery worker and the subscriber; returns once subscribed."""
+        """Starts the delivery worker and the outbox readers (returns once they read)."""
         await self.worker.start()
-        self._listener = asyncio.create_task(self._listen(), name="genq-alerts")
-        await asyncio.wait_for(self._subscribed.wait(), 10)
+        await self.reader.start()
 
     async def stop(self, deadline: float | None = None) -> None:
-        if self._listener is not None:
-            await cancel_and_wait(self._listener)  # survives a cancel redis-py swallowed
+        await self.reader.stop()
         await self.worker.stop(deadline=deadline)
         await self._http.aclose()
 
-    async def _listen(self) -> None:
-        failures = 0
-        while True:
-            pubsub = self.redis.pubsub()
-            try:
-                await pubsub.subscribe(*self.channels)
-                self._subscribed.set()
-                failures = 0
-                while True:
-                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                    if message is not None:
-                        await self.on_notice(message["channel"], message["data"])
-            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-                failures += 1
-                log.warning("dead-letter subscription lost (%s); resubscribing", exc)
-                await asyncio.sleep(min(5.0, 0.1 * 2**failures))
-            finally:
-                with contextlib.suppress(Exception):
-                    await pubsub.aclose()
-
-    async def on_notice(self, channel: bytes | str, data: bytes | str) -> None:
-        """Turns one notice into one delivery (idempotent across subscribers)."""
-        channel = text(channel)
-        name, prefix = self.channels[channel]
-        try:
-            notice = json.loads(data)
-        except ValueError:
-            log.error("unreadable dead-letter notice on %s: %r", channel, data)
-            return
-        payload = {"event": EVENT, "queue": name, "queue_prefix": prefix, **notice}
-        key = f"{prefix}:{notice.get('id')}:{notice.get('died_at')}"
-        try:
-            await self.queue.enqueue(payload, idempotency_key=key)
-        except (RedisConnectionError, RedisTimeoutError) as exc:
-            log.error("dead-letter alert for %s lost: %s", notice.get("id"), exc)
+    async def fan_out(self, source: Source, entry_id: str, notice: dict[str, Any]) -> None:
+        """Enqueues one delivery per webhook that wants ``source``'s dead letters (idempotent:
+        the same entry read again enqueues nothing new)."""
+        alert = {"event": EVENT, "queue": source.name, "queue_prefix": source.prefix, **notice}
+        for hook in self.webhooks.values():
+            if hook.wants(source.name):
+                await self.queue.enqueue(
+                    {"webhook": hook.name, "alert": alert},
+                    idempotency_key=f"{source.prefix}:{entry_id}:{hook.name}",
+                    idempotency_ttl=IDEMPOTENCY_TTL,
+                )
 
     async def deliver(self, job: ActiveJob) -> dict[str, Any]:
         """POSTs one alert; 2xx is done, 4xx (but 408/429) is final, anything else retries."""
-        body = encode(job.payload)
+        payload = job.payload
+        if "alert" in payload:
+            name, alert = payload.get("webhook", DEFAULT_NAME), payload["alert"]
+        else:  # a delivery enqueued before several webhooks existed: the alert itself
+            name, alert = DEFAULT_NAME, payload
+        hook = self.webhooks.get(name)
+        if hook is None:
+            message = f"webhook {name!r} is no longer configured"
+            await self._log(job, name, alert, GIVEN_UP, None, message)
+            raise TerminalJobError(message)
+        body = encode(alert)
         headers = {
             "Content-Type": "application/json",
-            SIGNATURE_HEADER: sign(self.secret, body),
+            SIGNATURE_HEADER: sign(hook.secret.get_secret_value(), body),
             "X-Genq-Delivery": job.id,
             "X-Genq-Attempt": str(job.attempt),
+            WEBHOOK_HEADER: hook.name,
         }
         try:
-            response = await self._http.post(self.url, content=body, headers=headers)
+            response = await self._http.post(hook.url, content=body, headers=headers)
         except httpx.HTTPError as exc:
-            raise RetryJobError(f"webhook unreachable: {type(exc).__name__}: {exc}") from exc
+            message = f"webhook unreachable: {type(exc).__name__}: {exc}"
+            await self._log(job, name, alert, self._after_failure(job), None, message)
+            raise RetryJobError(message) from exc
         status = response.status_code
         if response.is_success:
-            return {"status": status}
+            await self._log(job, name, alert, DELIVERED, status, None)
+            return {"status": status, "webhook": hook.name}
         message = f"webhook answered {status}"
-        if 400 <= status < 500 and status not in (408, 429):
+        if is_final_failure(status):
+            await self._log(job, name, alert, GIVEN_UP, status, message)
             raise TerminalJobError(message)
+        await self._log(job, name, alert, self._after_failure(job), status, message)
         retry_after = response.headers.get("Retry-After", "")
         raise RetryJobError(
             message, retry_after=float(retry_after) if retry_after.isdigit() else None
         )
+
+    @staticmethod
+    def _after_failure(job: ActiveJob) -> Outcome:
+        return GIVEN_UP if job.attempt >= job.max_attempts else RETRYING
+
+    async def _log(
+        self,
+        job: ActiveJob,
+        webhook: str,
+        alert: Mapping[str, Any],
+        outcome: Outcome,
+        status: int | None,
+        error: str | None,
+    ) -> None:
+        """Adds the attempt to the delivery log; a log that cannot be written does not stop
+        the delivery (it is a record, not the alert)."""
+        if self.log_key is None:
+            return
+        attempt = AlertAttempt(
+            webhook=webhook,
+            job_id=str(alert.get("id", "")),
+            queue=str(alert.get("queue", "")),
+            attempt=job.attempt,
+            outcome=outcome,
+            status=status,
+            error=error,
+            delivery=job.id,
+        )
+        with contextlib.suppress(RedisError, OSError):
+            await record_attempt(self.redis, self.log_key, attempt)
+            return
+        log.warning("delivery log unavailable: attempt %s of %s not logged", job.attempt, job.id)

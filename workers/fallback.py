@@ -83,17 +83,7 @@ class Fallbacks:
         queues = {
             name: queue
             if provider.queue_prefix == queue.prefix
-            else Queue(
-                queue.redis,
-                prefix=provider.queue_prefix,
-                lease=queue.lease,
-                max_attempts=queue.max_attempts,
-                backoff=queue.backoff,
-                max_backoff=queue.max_backoff,
-                result_ttl=queue.result_ttl,
-                dead_ttl=queue.dead_ttl,
-                events_max_len=queue.events_max_len,
-            )
+            else queue.sibling(provider.queue_prefix)
             for name, provider in routing.providers.items()
         }
         return cls(routing, queues, max_wait)

@@ -10,17 +10,29 @@ Result: ``{"text", "model", "finish_reason", "usage"}``, ``usage`` as
 the chunks of the attempt that completed concatenate to ``text`` exactly. Every attempt meters
 its usage and cost, and holds a budget, through :mod:`workers.metering`. A failure that
 retrying the model will not fix soon continues on a fallback model (:mod:`workers.fallback`).
+
+A generation runs as the tenant and API key that asked (``tenant``, ``key_id``). Each attempt
+checks first that neither was revoked or disabled (:mod:`genq_contract.access`, a snapshot at
+most ``GENQ_ACCESS_CACHE_SECONDS`` old): a refused one fails terminally, without calling the
+provider. While it streams, the check is repeated every ``access_recheck`` seconds; a refusal
+then closes the provider stream and fails the generation with the reason (failed, not
+cancelled: the record says why, which a cancel cannot).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
+import logging
 import os
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
 from genq import ActiveJob, Queue, RetryJobError, TerminalJobError
+from genq.cancellation import cancel_and_wait
+from genq_contract.access import DEFAULT_CACHE_SECONDS, Access, CachedAccess
 from genq_contract.payload import GenerationPayload
 from genq_contract.routing import ProviderConfig, Routing, RoutingError, litellm_provider
 from providers import demo
@@ -35,6 +47,8 @@ from workers.coalesce import (
 )
 from workers.fallback import DEFAULT_MAX_WAIT, Fallbacks
 from workers.metering import Metering
+
+log = logging.getLogger("workers.handler")
 
 
 @dataclass
@@ -53,11 +67,20 @@ class GenerationHandler:
     max_cooldown: float = DEFAULT_MAX_COOLDOWN
     metering: Metering = field(default_factory=Metering)
     fallback_max_wait: float = DEFAULT_MAX_WAIT
+    access_cache_seconds: float | None = DEFAULT_CACHE_SECONDS
+    """How old the snapshot of revoked keys and disabled tenants may be
+    (``GENQ_ACCESS_CACHE_SECONDS``); None: run every generation without checking."""
+    access_recheck: float = 1.0
+    """Seconds between the checks of a streaming generation (answered from the snapshot)."""
     batcher: EmitBatcher | None = field(default=None, init=False)
     fallbacks: Fallbacks = field(init=False)
+    access: CachedAccess | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.fallbacks = Fallbacks.beside(self.queue, self.routing, self.fallback_max_wait)
+        if self.access_cache_seconds is not None:
+            access = Access(self.queue.redis, self.routing.namespace)
+            self.access = CachedAccess(access, self.access_cache_seconds)
         if self.coalesce_window > 0:
             self.batcher = EmitBatcher(
                 window=self.coalesce_window, max_chars=self.coalesce_max_chars, stats=self.stats
@@ -76,7 +99,41 @@ class GenerationHandler:
     async def __call__(self, job: ActiveJob) -> dict[str, Any]:
         request = GenerationPayload.parse(job.payload)
         generate = functools.partial(self._generate, job, request)
-        return await self.fallbacks.run(job, request, generate, self._emitter)
+        if self.access is None:
+            return await self.fallbacks.run(job, request, generate, self._emitter)
+        refusal = await self.access.refusal(request.key_id, request.tenant)
+        if refusal is not None:
+            raise TerminalJobError(f"{refusal}; the generation was not run")
+        run = self.fallbacks.run(job, request, generate, self._emitter)
+        return await self._while_allowed(self.access, run, request)
+
+    async def _while_allowed(
+        self,
+        access: CachedAccess,
+        run: Coroutine[Any, Any, dict[str, Any]],
+        request: GenerationPayload,
+    ) -> dict[str, Any]:
+        """Runs the generation, stopping it (its provider stream closed) once its key or
+        tenant is refused."""
+        task = asyncio.create_task(run)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self.access_recheck)
+                if done:
+                    return task.result()
+                try:
+                    refusal = await access.refusal(request.key_id, request.tenant)
+                except Exception as exc:  # Redis away: keep going, the next check may pass
+                    log.warning("access check failed (%r); the generation goes on", exc)
+                    continue
+                if refusal is not None:
+                    await cancel_and_wait(task)
+                    if not task.cancelled() and task.exception() is None:
+                        return task.result()  # it finished before the stop reached it
+                    raise TerminalJobError(f"{refusal}; the generation was stopped")
+        finally:
+            if not task.done():  # this attempt was cancelled, or lost its lease
+                await cancel_and_wait(task)
 
     async def _generate(self, job: ActiveJob, request: GenerationPayload) -> dict[str, Any]:
         """One attempt on the request's own model."""

@@ -25,6 +25,7 @@ from tenacity import (
 
 from genq import Queue, RedisClient, Worker
 from genq.connection import connect as connect_redis
+from genq_contract.keys import GatewayKeys
 from genq_contract.spend import publish_prices
 from providers.costs import served_models, warm_up
 from workers.alerts import DeadLetterAlerts
@@ -61,12 +62,9 @@ class WorkerProcess:
                 redis,
                 prefix=provider.queue_prefix,
                 lease=settings.lease,
-                max_attempts=settings.max_attempts,
-                result_ttl=settings.result_ttl,
-                dead_ttl=settings.dead_ttl,
                 backoff=settings.backoff,
                 max_backoff=max(settings.max_backoff, settings.backoff),
-                **settings.fair_share(),
+                **settings.queue_options(),
             )
             handler = GenerationHandler(
                 queue,
@@ -79,12 +77,16 @@ class WorkerProcess:
                 demo_faults=settings.demo_faults_enabled(),
                 max_cooldown=settings.max_cooldown,
                 fallback_max_wait=settings.fallback_max_wait,
+                access_cache_seconds=settings.access_cache_seconds,
                 metering=process.metering,
             )
             process.queues[name] = queue
             process.handlers[name] = handler
             process.workers[name] = queue.worker(
-                handler, concurrency=provider.concurrency, on_error=log_failure
+                handler,
+                concurrency=provider.concurrency,
+                on_error=log_failure,
+                presence=settings.presence,
             )
         return process
 
@@ -111,30 +113,33 @@ class WorkerProcess:
 
 
 def build_alerts(settings: WorkerSettings, redis: RedisClient) -> DeadLetterAlerts | None:
-    """The dead-letter alerts of this process, when ``GENQ_ALERT_WEBHOOK_URL`` is set.
+    """The dead-letter alerts of this process, when a webhook is configured
+    (``GENQ_ALERT_WEBHOOK_URL``, ``GENQ_ALERT_WEBHOOKS``).
 
-    They watch every configured provider queue (not only the ones this process serves), so
-    a process serving one provider still alerts for all; deliveries are deduplicated."""
-    if not settings.alert_webhook_url or settings.alert_webhook_secret is None:
+    They read every configured provider queue's outbox (not only the ones this process
+    serves), so a process serving one provider still alerts for all; each notice goes to one
+    process, and deliveries are deduplicated."""
+    webhooks = settings.webhooks()
+    if not webhooks:
         return None
     sources = {name: p.queue_prefix for name, p in settings.routing().providers.items()}
     queue = Queue(
         redis,
         prefix=settings.alert_queue_prefix(),
-        max_attempts=settings.alert_max_attempts,
         backoff=settings.backoff,
         max_backoff=max(settings.max_backoff, settings.backoff),
-        result_ttl=settings.result_ttl,
-        dead_ttl=settings.dead_ttl,
         lease=max(30.0, settings.alert_timeout * 3),
+        **{**settings.queue_options(), "max_attempts": settings.alert_max_attempts},
     )
     return DeadLetterAlerts(
         redis,
         sources,
         queue,
-        settings.alert_webhook_url,
-        settings.alert_webhook_secret.get_secret_value(),
+        webhooks,
+        log_key=GatewayKeys(settings.queue_namespace).alert_log,
         timeout=settings.alert_timeout,
+        claim_after=settings.alert_claim_after,
+        block=min(1.0, settings.redis_socket_timeout / 2),
     )
 
 
@@ -193,8 +198,10 @@ async def serve(settings: WorkerSettings) -> None:
         alerts = build_alerts(settings, redis)
         if alerts is not None:
             await alerts.start()
-            host = httpx.URL(alerts.url).host  # the full URL may hold a token
-            log.info("dead-letter alerts to %s via queue %s", host, alerts.queue.prefix)
+            hosts = ", ".join(  # the full URL may hold a token
+                f"{hook.name}={httpx.URL(hook.url).host}" for hook in alerts.webhooks.values()
+            )
+            log.info("dead-letter alerts to %s via queue %s", hosts, alerts.queue.prefix)
         for name, worker in process.workers.items():
             log.info(
                 "serving provider %s on queue %s (concurrency %d)",

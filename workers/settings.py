@@ -9,14 +9,20 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import NoDecode
+from pydantic_settings import NoDecode, SettingsConfigDict
 
+from genq.worker import PRESENCE_SECONDS
 from genq_contract.routing import split_list
 from genq_contract.settings import CommonSettings
 from providers.limits import DEFAULT_MAX_COOLDOWN
+from workers.webhooks import DEFAULT_NAME, Webhook, check_webhooks, parse_webhooks
 
 
 class WorkerSettings(CommonSettings):
+    # A bad setting's error names it and says why, without echoing the input: it may hold a
+    # webhook's secret (GENQ_ALERT_WEBHOOKS, GENQ_ALERT_WEBHOOK_SECRET).
+    model_config = SettingsConfigDict(hide_input_in_errors=True)
+
     worker_providers: Annotated[list[str], NoDecode] = []
     """GENQ_WORKER_PROVIDERS: the providers this process serves (default: all configured)."""
     lease: float = Field(60.0, gt=0)
@@ -25,6 +31,10 @@ class WorkerSettings(CommonSettings):
     """GENQ_BACKOFF: base of the exponential retry backoff (full jitter), seconds."""
     max_backoff: float = Field(60.0, ge=0)
     """GENQ_MAX_BACKOFF: the backoff's ceiling, seconds (a Retry-After may exceed it)."""
+    presence: float = Field(PRESENCE_SECONDS, ge=0.2, le=60)
+    """GENQ_PRESENCE: seconds a worker may give no sign of life (killed, cut off, frozen)
+    before the other workers take its generations back, whatever GENQ_LEASE says. Its own loop
+    renews it six times as often; an event loop blocked longer than this loses its jobs."""
     silence_timeout: float = Field(30.0, gt=0)
     """GENQ_SILENCE_TIMEOUT: a stream silent this long is aborted and retried."""
     drain_deadline: float = Field(600.0, ge=0)
@@ -47,6 +57,10 @@ class WorkerSettings(CommonSettings):
     max_cooldown: float = Field(DEFAULT_MAX_COOLDOWN, ge=0)
     """GENQ_MAX_COOLDOWN: the longest queue-wide pause one provider 429 can cause, seconds (the
     job that got it still waits its whole Retry-After); 0 = a 429 never pauses the queue."""
+    access_cache_seconds: float = Field(5.0, ge=0, le=60)
+    """GENQ_ACCESS_CACHE_SECONDS: how long a worker trusts its copy of the revoked API keys and
+    disabled tenants; a generation of one stops at its next check once the copy is renewed
+    (``genq_contract.access``). 0 reads Redis at every check."""
     fallback_max_wait: float = Field(30.0, ge=0)
     """GENQ_FALLBACK_MAX_WAIT: a 429 asking to wait longer than this (seconds) sends the
     generation to its next fallback model at once (see ``workers.fallback``)."""
@@ -54,9 +68,17 @@ class WorkerSettings(CommonSettings):
     """GENQ_STARTUP_TIMEOUT: how long to wait for Redis at start before giving up."""
 
     alert_webhook_url: str | None = None
-    """GENQ_ALERT_WEBHOOK_URL: POST every dead-lettered job here (see ``workers.alerts``)."""
+    """GENQ_ALERT_WEBHOOK_URL: POST every dead-lettered job here (see ``workers.alerts``): the
+    webhook named ``default``."""
     alert_webhook_secret: SecretStr | None = None
     """GENQ_ALERT_WEBHOOK_SECRET: HMAC-SHA256 key of ``X-Genq-Signature``; required with a URL."""
+    alert_webhooks: Annotated[list[Webhook], NoDecode] = []
+    """GENQ_ALERT_WEBHOOKS: more webhooks, a JSON list of ``{"name", "url", "secret",
+    "queues"?}``: ``queues`` (provider names) keeps only their dead letters (absent: all).
+    Names are unique (``default`` is GENQ_ALERT_WEBHOOK_URL's)."""
+    alert_claim_after: float = Field(30.0, gt=0)
+    """GENQ_ALERT_CLAIM_AFTER: seconds a dead-letter notice read but not acknowledged (its
+    worker died) waits before another worker takes it over."""
     alert_queue: str | None = None
     """GENQ_ALERT_QUEUE: the deliveries' queue prefix (default ``<namespace>-alerts``)."""
     alert_max_attempts: int = Field(5, ge=1)
@@ -64,11 +86,34 @@ class WorkerSettings(CommonSettings):
     alert_timeout: float = Field(10.0, gt=0)
     """GENQ_ALERT_TIMEOUT: seconds one webhook POST may take."""
 
+    @field_validator("alert_webhooks", mode="before")
+    @classmethod
+    def _parse_webhooks(cls, value: Any) -> Any:
+        return parse_webhooks(value)
+
     @model_validator(mode="after")
     def _alert_secret(self) -> WorkerSettings:
         if self.alert_webhook_url and not self.alert_webhook_secret:
             raise ValueError("GENQ_ALERT_WEBHOOK_SECRET is required with GENQ_ALERT_WEBHOOK_URL")
+        hooks = self.webhooks()
+        if any(hook.queues for hook in hooks):  # the routing is read only when a filter needs it
+            check_webhooks(hooks, set(self.routing().providers))
+        else:
+            check_webhooks(hooks, set())
         return self
+
+    def webhooks(self) -> list[Webhook]:
+        """Every alert webhook: GENQ_ALERT_WEBHOOK_URL's (``default``), then GENQ_ALERT_WEBHOOKS."""
+        hooks = list(self.alert_webhooks)
+        if self.alert_webhook_url and self.alert_webhook_secret:
+            try:
+                default = Webhook(
+                    name=DEFAULT_NAME, url=self.alert_webhook_url, secret=self.alert_webhook_secret
+                )
+            except ValueError as exc:
+                raise ValueError(f"GENQ_ALERT_WEBHOOK_URL: {exc}") from None
+            hooks.insert(0, default)
+        return hooks
 
     def demo_faults_enabled(self) -> bool:
         return self.dev if self.demo_faults is None else self.demo_faults

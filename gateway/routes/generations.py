@@ -231,7 +231,7 @@ async def new_watch_token(
 ) -> WatchToken:
     """A fresh watch token, for a page that outlived the first one."""
     await load_owned_job(gateway, job_id, principal.tenant)
-    token, expires = gateway.tokens.issue(principal.tenant, job_id)
+    token, expires = gateway.tokens.issue(principal.tenant, job_id, key_id=principal.key_id)
     return WatchToken(watch_token=token, expires_at=expires)
 
 

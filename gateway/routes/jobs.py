@@ -93,12 +93,13 @@ async def list_jobs(
 
 @router.get("/v1/queues/{name}/jobs/{job_id}", response_model=AdminGeneration)
 async def queue_job(
-    name: QueueName, job_id: JobId, gateway: GatewayDep, _: AdminDep
+    name: QueueName, job_id: JobId, gateway: GatewayDep, principal: AdminDep
 ) -> AdminGeneration:
-    """Any tenant's generation in this queue, with its request and a watch token."""
+    """Any tenant's generation in this queue, with its request and a watch token (bound to
+    the admin's key: revoking it stops the token)."""
     queue, job = await load_queue_job(gateway, name, job_id)
     tenant = tenant_of(job)
-    token, expires = gateway.tokens.issue(str(tenant), job_id)
+    token, expires = gateway.tokens.issue(str(tenant), job_id, key_id=principal.key_id)
     payload = job.payload if isinstance(job.payload, dict) else {"value": job.payload}
     now = await queue.server_time()
     return AdminGeneration(
@@ -228,7 +229,8 @@ async def enqueue_job(
         provider = name  # submit answers it (422) as POST /v1/generations does
     if provider != name:
         raise BadRequest(f"model {body.model!r} runs on queue {provider!r}, not {name!r}")
-    submitted = await submit(gateway, Principal(tenant=body.tenant), body, idempotency_key)
+    on_behalf = Principal(tenant=body.tenant, key_id=principal.key_id)  # runs as the admin key
+    submitted = await submit(gateway, on_behalf, body, idempotency_key)
     await gateway.audit.record(
         principal.actor, "enqueue", name, int(not submitted.deduplicated), [submitted.id],
         body.reason,

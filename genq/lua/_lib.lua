@@ -29,7 +29,7 @@ local function release_key(idem, id)
 end
 
 --[[ The books: the keys every state change keeps in step with the job, passed by each script
-as its last nine KEYS, in the order of genq/keys.py's Keys.books (books_at builds the table):
+as its last twelve KEYS, in the order of genq/keys.py's Keys.books (books_at builds the table):
   lines     zset, all scores 0: "<tenant>\0<rank, 16 digits>\0<id>" per runnable job, so one
             tenant's jobs are one lexical range, in rank order (its line)
   turns     zset: tenants with runnable jobs under their cap, by pass (lowest served next)
@@ -41,6 +41,11 @@ as its last nine KEYS, in the order of genq/keys.py's Keys.books (books_at build
   tindex    zset, scores 0: "<tenant>\0<status>\0<created ms>\0<id>" per job
   expiry    zset: "<status>\0<tenant>\0<created ms>\0<id>" per finished job that expires, by
             its record's expiry
+  holders   hash: job id -> the worker holding its lease (claimed or running), when it said
+  holds     zset, all scores 0: "<holder>\0<id>" per such lease, so one worker's leases are one
+            lexical range (presence.lua expires them when the worker's presence lapses)
+  outbox    stream: a notice per dead-lettered job, read by the workers' alerts through a
+            consumer group (dead_letter writes it)
 Tenants and ids never contain a NUL, and tenants no character below a space, so a prefix
 range picks out exactly one tenant or status. ]]
 
@@ -48,7 +53,7 @@ local function books_at(i)
   return {
     lines = KEYS[i], turns = KEYS[i + 1], parked = KEYS[i + 2], passes = KEYS[i + 3],
     running = KEYS[i + 4], vtime = KEYS[i + 5], index = KEYS[i + 6], tindex = KEYS[i + 7],
-    expiry = KEYS[i + 8],
+    expiry = KEYS[i + 8], holders = KEYS[i + 9], holds = KEYS[i + 10], outbox = KEYS[i + 11],
   }
 end
 
@@ -191,7 +196,13 @@ local function finish(B, job, events, status, now, data, ttl_ms, maxlen)
   end
 end
 
--- Dead-letters a job and announces it on the dead-letters channel, for alerting.
+-- The outbox keeps about this many notices (MAXLEN ~): alerts written while no worker reads
+-- them survive until this many more jobs have dead-lettered.
+local OUTBOX_MAX_LEN = 10000
+
+-- Dead-letters a job. Its notice goes to the queue's outbox (a stream the workers' alerts read
+-- through a consumer group: durable, so it waits for a worker) and, for whoever listens now
+-- (`genq dead watch`), on the dead-letters channel.
 local function dead_letter(B, job, events, dead, idem, id, now, reason, err, ttl_ms, maxlen,
   channel)
   redis.call('HSET', job, 'error', err, 'dead_reason', reason)
@@ -201,10 +212,12 @@ local function dead_letter(B, job, events, dead, idem, id, now, reason, err, ttl
     redis.call('ZREMRANGEBYSCORE', dead, '-inf', '(' .. int(now - ttl_ms))
   end
   release_key(idem, id)
-  redis.call('PUBLISH', channel, cjson.encode({
+  local notice = cjson.encode({
     id = id, reason = reason, error = err, died_at = now,
     attempts = tonumber(redis.call('HGET', job, 'attempt')),
-  }))
+  })
+  redis.call('XADD', B.outbox, 'MAXLEN', '~', OUTBOX_MAX_LEN, '*', 'notice', notice)
+  redis.call('PUBLISH', channel, notice)
 end
 
 -- Wakes up to `count` (default 1, at most 100) idle workers, one ring each. Past 1,000 rings
@@ -294,12 +307,18 @@ local function leave_ready(B, ready, id, rank, tenant)
   end
 end
 
--- Ends a job's lease. When the job held one, its tenant's count drops and a parked tenant
--- takes turns again (the next pick parks it again if it is still at the cap). A record written
+-- Ends a job's lease. When the job held one, it leaves its holder's leases, its tenant's count
+-- drops and a parked tenant takes turns again (the next pick parks it again if it is still at
+-- the cap). A record written
 -- before fair share has no tenant: its job is the default tenant's, as pick.lua adopted it.
 local function end_lease(B, leases, id, tenant)
   if redis.call('ZREM', leases, id) == 0 then
     return
+  end
+  local holder = redis.call('HGET', B.holders, id)
+  if holder then
+    redis.call('HDEL', B.holders, id)
+    redis.call('ZREM', B.holds, holder .. '\0' .. id)
   end
   tenant = tenant or ''
   if redis.call('HINCRBY', B.running, tenant, -1) <= 0 then

@@ -7,9 +7,10 @@ When the job's stream holds output of an earlier attempt, that output is dropped
 Safe to run twice: a re-run with the same token answers with the job as activated.
 
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] lease set
-KEYS[4..12] the books (fair share and job index: see _lib.lua)
+KEYS[4..15] the books (fair share, job index, holders, outbox: see _lib.lua)
 ARGV[1] job id   ARGV[2] lease token   ARGV[3] lease length (ms)   ARGV[4] stream max length
-Returns {0, HGETALL of the record} when held, {3} when the claim is gone (cancelled or reclaimed).
+Returns {0, HGETALL of the record} when held, {3} when the claim is gone (cancelled or
+reclaimed) or expired (its worker was too slow, or vanished: reclaim.lua takes it back).
 Events: restarted (when an earlier attempt wrote output).
 ]]
 local job, events, leases = KEYS[1], KEYS[2], KEYS[3]
@@ -20,7 +21,9 @@ local status = redis.call('HGET', job, 'status')
 if status == 'active' and redis.call('HGET', job, 'token') == token then
   return {0, redis.call('HGETALL', job)}
 end
-if not redis.call('ZSCORE', leases, id) then
+local now = now_ms()
+local claim = redis.call('ZSCORE', leases, id)
+if not claim or tonumber(claim) <= now then
   return {3}
 end
 if status ~= 'waiting' and status ~= 'scheduled' then
@@ -30,7 +33,6 @@ if status ~= 'waiting' and status ~= 'scheduled' then
   return {3}
 end
 
-local now = now_ms()
 local lease_until = now + tonumber(ARGV[3])
 redis.call('ZADD', leases, int(lease_until), id)
 if redis.call('HGET', job, 'out') == '1' then

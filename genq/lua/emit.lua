@@ -1,7 +1,8 @@
 #!lua
 --[[
 Emit: appends one event to a running job's stream, renews its lease and reports a pending
-cancel, in one round trip. Only the holder of the current lease token may emit. Once a cancel
+cancel, in one round trip. Only the holder of the current lease token may emit, and only while
+that lease has not expired (an expired lease is another worker's to reclaim). Once a cancel
 is requested nothing more is appended. A `restarted` event (ActiveJob.restart: the handler starts
 its output over) drops the stream's entries first, as a new attempt's restart marker does. Safe to run twice: an emit whose sequence number was
 already applied appends nothing.
@@ -21,6 +22,10 @@ if state[1] ~= 'active' or state[2] ~= token then
   return {4}
 end
 local now = now_ms()
+local held = redis.call('ZSCORE', leases, id)
+if not held or tonumber(held) <= now then
+  return {4}
+end
 redis.call('ZADD', leases, 'XX', int(now + tonumber(ARGV[6])), id)
 if state[3] == '1' then
   return {5}

@@ -18,9 +18,9 @@ the nonce when it is the job's id (a generated id).
 
 KEYS[1] ready set           KEYS[2] scheduled set      KEYS[3] rank hash
 KEYS[4] dead set            KEYS[5] doorbell list      KEYS[6] sequence counter
-KEYS[7..15] the books (fair share and job index: see _lib.lua)
-then for item i (from 0): KEYS[16 + 3i] job record, KEYS[17 + 3i] job stream,
-KEYS[18 + 3i] idempotency key (any placeholder if none)
+KEYS[7..18] the books (fair share, job index, holders, outbox: see _lib.lua)
+then for item i (from 0): KEYS[19 + 3i] job record, KEYS[20 + 3i] job stream,
+KEYS[21 + 3i] idempotency key (any placeholder if none)
 ARGV, nine per item: ARGV[9i + 1] job id, ARGV[9i + 2] nonce, ARGV[9i + 3] encoded payload,
 ARGV[9i + 4] priority, ARGV[9i + 5] delay (ms), ARGV[9i + 6] max attempts,
 ARGV[9i + 7] idempotency key ('' for none), ARGV[9i + 8] idempotency ttl (ms),
@@ -32,7 +32,7 @@ Events: none.
 local ready, scheduled, rank_hash, dead, signal, seq =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local B = books_at(7)
-local STATIC, NARGS = 15, 9
+local STATIC, NARGS = 18, 9
 local single = #ARGV == NARGS
 
 -- A write to a shared key: sent at once for a single item; for many, gathered per key and

@@ -13,10 +13,12 @@ A promoted job's record keeps saying `scheduled` until it is activated (Job read
 
 KEYS[1] ready set   KEYS[2] scheduled set   KEYS[3] lease set   KEYS[4] rank hash
 KEYS[5] cooldown key   KEYS[6] dead set
-KEYS[7..15] the books (fair share and job index: see _lib.lua)
+KEYS[7..18] the books (fair share, job index, holders, outbox: see _lib.lua)
 ARGV[1] how many jobs to claim   ARGV[2] claim length (ms)   ARGV[3] dead-letter retention (ms,
 0: forever)   ARGV[4] leases per tenant (0: no cap)
 ARGV[5] tenant weights, JSON {tenant: weight} (default 1)
+ARGV[6] the picking worker's holder id ('' for none): its claims are filed under it (holders,
+holds), so presence.lua can take them back if the worker vanishes
 Returns {claimed ids, expired lease ids, ms until the next scheduled job or lease expiry (-1 none)}.
 While the cooldown key lives nothing is claimed and the wait is its remaining time.
 Events: none.
@@ -77,6 +79,7 @@ if ARGV[5] ~= '' and ARGV[5] ~= '{}' then
   weights = cjson.decode(ARGV[5])
 end
 local until_ms = int(now + tonumber(ARGV[2]))
+local holder = ARGV[6] or ''
 local served
 while #claimed < n do
   local head = redis.call('ZRANGE', B.turns, 0, 1, 'WITHSCORES')
@@ -107,19 +110,27 @@ while #claimed < n do
       take = math.min(take, math.max(turns_before, 1))
     end
     local entries = line_head(B, tenant, take)
-    local ids, scored = {}, {}
+    local ids, scored, held_by, holds = {}, {}, {}, {}
     for _, entry in ipairs(entries) do
       local id = line_id(entry)
       ids[#ids + 1] = id
       scored[#scored + 1] = until_ms
       scored[#scored + 1] = id
       claimed[#claimed + 1] = id
+      held_by[#held_by + 1] = id
+      held_by[#held_by + 1] = holder
+      holds[#holds + 1] = 0
+      holds[#holds + 1] = holder .. '\0' .. id
     end
     if #ids > 0 then
       redis.call('ZREM', B.lines, unpack(entries))
       redis.call('ZREM', ready, unpack(ids))
       redis.call('ZADD', leases, unpack(scored))
       redis.call('HINCRBY', B.running, tenant, #ids)
+      if holder ~= '' then
+        redis.call('HSET', B.holders, unpack(held_by))
+        redis.call('ZADD', B.holds, unpack(holds))
+      end
     end
     local served_count = math.max(#ids, 1)
     served = pass + (served_count - 1) * stride

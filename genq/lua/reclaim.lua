@@ -9,13 +9,13 @@ Safe to run twice: a lease that is no longer expired is left alone.
 
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] lease set   KEYS[4] ready set
 KEYS[5] dead set     KEYS[6] idempotency key (placeholder if none)   KEYS[7] doorbell list
-KEYS[8..16] the books (fair share and job index: see _lib.lua)
+KEYS[8..19] the books (fair share, job index, holders, outbox: see _lib.lua)
 ARGV[1] job id   ARGV[2] result ttl (ms)   ARGV[3] dead ttl (ms)   ARGV[4] stream max length
 ARGV[5] the job's idempotency key as read by the caller   ARGV[6] dead-letters channel
 Returns {1, status} when reclaimed, {0} when there was nothing to do, {6} when the record
 changed under the caller (read it again).
-Events: failed or cancelled when the job finishes here (a dead letter is also published on the
-dead-letters channel); none when it goes back to ready.
+Events: failed or cancelled when the job finishes here (a dead letter's notice is also appended
+to the outbox and published on the dead-letters channel); none when it goes back to ready.
 ]]
 local job, events, leases, ready, dead, idem, signal =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]

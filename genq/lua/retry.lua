@@ -7,7 +7,7 @@ its idempotency key is bound again unless another job took it meanwhile.
 
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] dead set   KEYS[4] ready set
 KEYS[5] idempotency key (placeholder if none)   KEYS[6] doorbell list
-KEYS[7..15] the books (fair share and job index: see _lib.lua)
+KEYS[7..18] the books (fair share, job index, holders, outbox: see _lib.lua)
 ARGV[1] job id   ARGV[2] stream max length   ARGV[3] the job's idempotency key as read by the caller
 ARGV[4] '1' to retry a cancelled job too ('0': dead letters only)
 Returns {1} when requeued, {0} when the job is not one that may be retried, {6} when the record

@@ -1,7 +1,8 @@
 #!lua flags=allow-oom
 --[[
 Settle: records the outcome of a running attempt. Only the holder of the current lease token
-may settle, so a zombie worker cannot clobber the attempt that replaced it. A requested cancel
+may settle, and only before that lease expires, so a zombie worker cannot clobber the attempt
+that replaced it (or will). A requested cancel
 wins over every outcome: the job settles cancelled and is not retried.
 
 Outcomes: complete (result) | retry (error, delay) | fail (error, reason) | cancel |
@@ -15,7 +16,7 @@ the job left `active` answers with the status it settled to. Runs when memory is
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] lease set   KEYS[4] scheduled set
 KEYS[5] ready set    KEYS[6] dead set     KEYS[7] rank hash   KEYS[8] idempotency key
 KEYS[9] doorbell list     KEYS[10] the day's usage counters   KEYS[11] all-time usage counters
-KEYS[12..20] the books (fair share and job index: see _lib.lua)
+KEYS[12..23] the books (fair share, job index, holders, outbox: see _lib.lua)
 ARGV[1] job id   ARGV[2] lease token   ARGV[3] outcome   ARGV[4] result (encoded) or error text
 ARGV[5] retry delay (ms)   ARGV[6] dead reason (error | terminal)   ARGV[7] result ttl (ms)
 ARGV[8] dead ttl (ms)   ARGV[9] stream max length   ARGV[10] dead-letters channel
@@ -23,7 +24,8 @@ ARGV[11] metered usage (JSON, '' for none: see meter() in _lib.lua)
 ARGV[12] how long the day's usage counters are kept (ms, 0: forever)
 Returns {0, status after settling} or {4} when the lease is lost.
 Events: completed | failed | cancelled when the job finishes; none for retry and release.
-A dead-lettered job is also published on the dead-letters channel.
+A dead-lettered job's notice is appended to the outbox (a book) and published on the
+dead-letters channel.
 ]]
 local job, events, leases, scheduled, ready, dead, rank_hash, idem, signal =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
@@ -42,6 +44,10 @@ if state[1] ~= 'active' then
 end
 
 local now = now_ms()
+local held = redis.call('ZSCORE', leases, id)
+if not held or tonumber(held) <= now then
+  return {4}  -- expired: the job is reclaim.lua's now (the same rule as emit and heartbeat)
+end
 local tenant = state[8]
 end_lease(B, leases, id, tenant)
 local metered = meter(job, ARGV[11], tenant, day_counters, all_counters, tonumber(ARGV[12]))

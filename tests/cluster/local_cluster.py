@@ -1,9 +1,11 @@
-"""A throwaway Redis Cluster on loopback: N masters, no replicas.
+"""A throwaway Redis Cluster on loopback: N masters, and ``replicas`` replicas per master (0).
 
 ``LocalCluster(masters=3)`` starts N ``redis-server --cluster-enabled yes`` processes through
 :class:`genq_cli.embedded_redis.EmbeddedRedis` (each tied to this process by PDEATHSIG, so a
 killed test run leaves no orphans), gives each an even share of the 16384 slots, joins them,
-and waits until every node reports ``cluster_state:ok`` and sees the same slot map.
+and waits until every node reports ``cluster_state:ok`` and sees the same slot map. With
+``replicas=1`` each master gets a replica (``CLUSTER REPLICATE``), in ``replicas_of[i]``;
+start-up then also waits until every replica has synced, so a failover drill can begin at once.
 
 The cluster is built from Python (CLUSTER ADDSLOTSRANGE + CLUSTER MEET), so it needs no
 ``redis-cli``/``valkey-cli``; ``create_with="redis-cli"`` uses ``redis-cli --cluster create``
@@ -93,12 +95,18 @@ class LocalCluster:
         create_with: str = "python",
         node_timeout_ms: int = 5000,
         ready_timeout: float = 30.0,
+        replicas: int = 0,
     ) -> None:
         if masters < 3:
             raise ValueError("a Redis Cluster needs at least 3 masters")
         if create_with not in ("python", "redis-cli"):
             raise ValueError("create_with is 'python' or 'redis-cli'")
+        if replicas < 0 or (replicas and create_with != "python"):
+            raise ValueError("replicas >= 0, and only with create_with='python'")
         self.masters = masters
+        self.replicas = replicas
+        self.replicas_of: list[list[Node]] = []
+        """The replicas of ``nodes[i]`` as started (a failover makes one of them a master)."""
         self.binary = binary or server_binary()
         self.create_with = create_with
         self.node_timeout_ms = node_timeout_ms
@@ -132,6 +140,13 @@ class LocalCluster:
         try:
             for index, slots in enumerate(slot_ranges(self.masters)):
                 self.nodes.append(self._start_node(index, slots))
+            for index, master in enumerate(self.nodes):
+                self.replicas_of.append(
+                    [
+                        self._start_node(self.masters + index * self.replicas + n, master.slots)
+                        for n in range(self.replicas)
+                    ]
+                )
             if self.create_with == "redis-cli":
                 self._create_with_cli()
             else:
@@ -157,6 +172,9 @@ class LocalCluster:
                 cluster_config_file=str(data_dir / "nodes.conf"),
                 cluster_node_timeout=str(self.node_timeout_ms),
                 cluster_require_full_coverage="yes",
+                # A replica takes over however long it was cut off: the drill kills at once.
+                cluster_replica_validity_factor="0",
+                repl_diskless_sync_delay="0",
             )
             try:
                 server.start()
@@ -174,9 +192,28 @@ class LocalCluster:
             with node.client() as client:
                 low, high = node.slots
                 client.execute_command("CLUSTER", "ADDSLOTSRANGE", low, high)
+        replicas = [replica for group in self.replicas_of for replica in group]
         with first.client() as client:
-            for node in self.nodes[1:]:
+            for node in [*self.nodes[1:], *replicas]:
                 client.execute_command("CLUSTER", "MEET", "127.0.0.1", node.port, node.bus_port)
+        for master, group in zip(self.nodes, self.replicas_of, strict=True):
+            with master.client() as client:
+                master_id = client.execute_command("CLUSTER", "MYID")
+            for replica in group:
+                self._replicate(replica, master_id)
+
+    def _replicate(self, replica: Node, master_id: bytes) -> None:
+        """``CLUSTER REPLICATE``, once the replica has heard of its master through MEET."""
+        deadline = time.monotonic() + self.ready_timeout
+        with replica.client() as client:
+            while True:
+                try:
+                    client.execute_command("CLUSTER", "REPLICATE", master_id)
+                    return
+                except redis.ResponseError:  # "Unknown node": the gossip has not reached it
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
 
     def _create_with_cli(self) -> None:
         cli = shutil.which("redis-cli") or shutil.which("valkey-cli")
@@ -210,12 +247,17 @@ class LocalCluster:
             time.sleep(0.05)
         raise ClusterSetupError(
             f"cluster not ready after {self.ready_timeout}s: {problem}\n"
-            + "\n".join(f"--- {n.address}\n{n.server.log_tail()}" for n in self.nodes)
+            + "\n".join(f"--- {n.address}\n{n.server.log_tail()}" for n in self.all_nodes)
         )
+
+    @property
+    def all_nodes(self) -> list[Node]:
+        """The masters, then every replica."""
+        return [*self.nodes, *(replica for group in self.replicas_of for replica in group)]
 
     def _readiness_problem(self) -> str:
         expected = {n.port: n.slots for n in self.nodes}
-        for node in self.nodes:
+        for node in self.all_nodes:
             try:
                 with node.client() as client:
                     info = client.execute_command("CLUSTER", "INFO")
@@ -226,18 +268,54 @@ class LocalCluster:
             fields = dict(line.split(":", 1) for line in text.split() if ":" in line)
             if fields.get("cluster_state") != "ok":
                 return f"{node.address}: cluster_state:{fields.get('cluster_state')}"
-            if int(fields.get("cluster_known_nodes", 0)) != len(self.nodes):
+            if int(fields.get("cluster_known_nodes", 0)) != len(self.all_nodes):
                 return f"{node.address}: knows {fields.get('cluster_known_nodes')} nodes"
             seen = {int(entry[2][1]): (int(entry[0]), int(entry[1])) for entry in slots}
             if seen != expected:
                 return f"{node.address}: slot map {seen} != {expected}"
+        return self._replication_problem()
+
+    def _replication_problem(self) -> str:
+        """What keeps a replica from being in sync with its master, or "".
+
+        Read from the replicas themselves: ``CLUSTER SLOTS`` leaves out a replica until its
+        master has written something (its replication offset is still 0)."""
+        for master, group in zip(self.nodes, self.replicas_of, strict=True):
+            for replica in group:
+                try:
+                    with replica.client() as client:
+                        info = client.info("replication")
+                except redis.RedisError as exc:
+                    return f"{replica.address}: {exc}"
+                if (
+                    info.get("master_port") != master.port
+                    or info.get("master_link_status") != "up"
+                    or info.get("master_sync_in_progress")
+                ):
+                    return f"{replica.address}: not in sync with {master.address} ({info})"
         return ""
 
+    def restart(self, node: Node) -> Node:
+        """Starts a killed node again on its ports and data dir (its ``nodes.conf`` says who it
+        was): a master that lost a failover comes back as a replica of the one that won."""
+        old = node.server
+        server = EmbeddedRedis(
+            binary=old.binary, port=old.port, data_dir=old.data_dir, **old.config
+        )
+        server.start()
+        fresh = Node(server=server, bus_port=node.bus_port, slots=node.slots)
+        self.nodes = [fresh if n is node else n for n in self.nodes]
+        self.replicas_of = [
+            [fresh if r is node else r for r in group] for group in self.replicas_of
+        ]
+        return fresh
+
     def stop(self) -> None:
-        for node in self.nodes:
+        for node in self.all_nodes:
             with contextlib.suppress(Exception):
                 node.server.stop()
         self.nodes = []
+        self.replicas_of = []
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None

@@ -6,12 +6,13 @@ Against real servers: the session's single server (``redis_url``) and the local 
 from __future__ import annotations
 
 import pytest
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import BlockingConnectionPool, Connection, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import SSLConnection
 from redis.crc import key_slot
+from redis.exceptions import ConnectionError as RedisConnectionError
 
-from genq.connection import DEFAULTS, connect, is_cluster_url
+from genq.connection import DEFAULTS, connect, hiredis_packing, is_cluster_url
 from genq_cli.embedded_redis import free_port
 from tests.cluster.local_cluster import LocalCluster
 
@@ -45,6 +46,34 @@ async def test_connect_packs_commands_with_hiredis_and_sends_what_redis_py_would
         assert await client.evalsha(sha, 1, "{k}é", 2.5) == [b"2.5", "{k}é".encode()]
         assert await client.execute_command("CLIENT SETNAME", "genq-test") is True
     finally:
+        await client.aclose()
+
+
+async def test_a_write_on_a_connection_torn_down_under_it_is_a_connection_error(
+    redis_url: str,
+) -> None:
+    """Another task disconnects the connection while this one awaits its health check: redis-py
+    then writes through a writer that is gone (``AttributeError``), which must reach genq's
+    retries as the ``ConnectionError`` it is, with the connection dropped."""
+
+    class TornDown(hiredis_packing(Connection)):  # type: ignore[misc]
+        armed = False
+
+        async def check_health(self) -> None:
+            if self.armed:
+                await self.disconnect()
+
+    client = connect(redis_url)
+    kwargs = client.connection_pool.connection_kwargs
+    connection = TornDown(**kwargs)
+    try:
+        await connection.connect()
+        connection.armed = True
+        with pytest.raises(RedisConnectionError, match="closed while writing"):
+            await connection.send_packed_command(connection.pack_command("PING"))
+        assert not connection.is_connected
+    finally:
+        await connection.disconnect()
         await client.aclose()
 
 
@@ -91,6 +120,9 @@ async def test_connect_cluster_url_gives_a_cluster_client_that_routes_by_slot(
         for key in keys:
             await client.set(key, key)
         assert [await client.get(key) for key in keys] == [k.encode() for k in keys]
+        # every node, the startup one and those discovered, packs with hiredis too
+        classes = {node.connection_class for node in client.get_nodes()}
+        assert classes == {hiredis_packing(Connection)}
     finally:
         await client.aclose()
 
@@ -124,7 +156,7 @@ def test_connect_cluster_url_options_reach_the_cluster_client() -> None:
     client = connect("rediss+cluster://app:s%40cret@[::1]:7000,[::1]:7001/0?socket_timeout=3")
     assert isinstance(client, RedisCluster)
     kwargs = client.connection_kwargs
-    assert kwargs["connection_class"] is SSLConnection
+    assert kwargs["connection_class"] is hiredis_packing(SSLConnection)
     assert (kwargs["username"], kwargs["password"]) == ("app", "s@cret")
     assert kwargs["socket_timeout"] == 3.0  # the URL's query wins over the defaults
     assert sorted(node.port for node in client.startup_nodes) == [7000, 7001]

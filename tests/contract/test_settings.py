@@ -49,13 +49,18 @@ def test_settings_common_fields_are_inherited_never_redeclared(process: type) ->
     assert not redeclared, f"{process.__name__} declares {sorted(redeclared)} again"
 
 
-def test_settings_fair_share_reads_weights_and_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_settings_queue_options_read_fair_share_and_durability(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("GENQ_TENANT_WEIGHTS", '{"gold": 3, "free": 1}')
     monkeypatch.setenv("GENQ_TENANT_CONCURRENCY", "4")
-    assert WorkerSettings().fair_share() == {
-        "tenant_weights": {"gold": 3, "free": 1},
-        "tenant_concurrency": 4,
-    }
+    monkeypatch.setenv("GENQ_DURABLE_REPLICAS", "1")
+    monkeypatch.setenv("GENQ_MAX_ATTEMPTS", "5")
+    options = WorkerSettings().queue_options()
+    assert options["tenant_weights"] == {"gold": 3, "free": 1}
+    assert options["tenant_concurrency"] == 4
+    assert (options["durable_replicas"], options["durable_timeout"]) == (1, 1.0)
+    assert options["max_attempts"] == 5
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,9 @@
 9. **Usage counted once**: while every job of the queue still has its record, the queue's
    usage counters (all time) hold exactly the sum of the records' usage, and one ``attempts``
    per metered attempt in the records' histories: no settle counted twice, none missed.
+10. **Every hold is a lease**: the holders hash and the holds set name the same (job, worker)
+    pairs, and each of those jobs is in the lease set: a lease that ended left no hold behind
+    for presence.lua to expire.
 """
 
 from __future__ import annotations
@@ -152,6 +155,7 @@ async def check_invariants(
     problems += await check_fair_share(queue)
     problems += await check_index(queue)
     problems += await check_usage(queue)
+    problems += await check_holds(queue)
     problems += await _check_keys(queue, audit)
     if retention is not None and not problems:
         problems += await _check_retention(queue, audit, retention)
@@ -349,6 +353,25 @@ async def check_fair_share(queue: Queue) -> list[str]:
     strays = [j for j, (t, _) in in_line.items() if _s(owners[j] or b"") != t]
     if strays:
         problems.append(f"jobs in another tenant's line: {strays}")
+    return problems
+
+
+async def check_holds(queue: Queue) -> list[str]:
+    """Invariant 10 (module docstring), over every job of the queue."""
+    redis, k = queue.redis, queue.keys
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.hgetall(k.holders)
+        pipe.zrange(k.holds, 0, -1)
+        pipe.zrange(k.leases, 0, -1)
+        holders, holds, leased = await pipe.execute()
+    by_hash = {(_s(job), _s(holder)) for job, holder in holders.items()}
+    by_set = {(job.decode(), holder.decode()) for holder, job in (h.split(b"\0") for h in holds)}
+    problems = []
+    if by_hash != by_set:
+        problems.append(f"holders {sorted(by_hash)} differ from holds {sorted(by_set)}")
+    unleased = {job for job, _ in by_hash | by_set} - {_s(job) for job in leased}
+    if unleased:
+        problems.append(f"holds of jobs without a lease: {sorted(unleased)}")
     return problems
 
 

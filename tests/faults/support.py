@@ -14,7 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from genq import ActiveJob, Event, JobNotFoundError, Queue
-from genq._calls import activate_call, reclaim_call, settle_call
+from genq._calls import activate_call, presence_call, reclaim_call, settle_call
 from tests.processes import WorkerProcess
 from workers.lifetime import die_with_parent
 
@@ -141,10 +141,15 @@ class ScriptCalls:
         self.queue = queue
         self.k = queue.keys
 
-    async def pick(self, count: int = 1, claim_ms: int = 10_000) -> list[str]:
-        call = self.queue.pick_call(count, claim_ms / 1000)
+    async def pick(self, count: int = 1, claim_ms: int = 10_000, holder: str = "") -> list[str]:
+        call = self.queue.pick_call(count, claim_ms / 1000, holder)
         claimed, _, _ = await self.queue.scripts.pick(*call)
         return [c.decode() for c in claimed]
+
+    async def presence(self, holder: str, ttl_ms: int) -> list[str]:
+        """Renews ``holder``'s presence; returns the ids taken from lapsed holders."""
+        taken = await self.queue.scripts.presence(*presence_call(self.queue, holder, ttl_ms / 1000))
+        return [t.decode() for t in taken]
 
     async def activate(self, job_id: str, token: str, lease_ms: int = 30_000) -> int:
         call = activate_call(self.queue, job_id, token, lease_ms / 1000)

@@ -46,6 +46,7 @@ TENANTS = ("", "a", "b")
 WEIGHTS = {"a": 2}
 CAP = 2
 STRIDE = 1_000_000
+HOLDERS = ("w1", "w2")  # the workers whose presence files the claims (presence.lua)
 
 
 @dataclass
@@ -67,6 +68,7 @@ class Model:
     due: bool = False  # in the scheduled set, and its time has come
     seq: int = 0
     stale: list[str] = field(default_factory=list)
+    holder: str | None = None  # the worker its claim or lease is filed under
 
     @property
     def held(self) -> bool:
@@ -144,6 +146,8 @@ class QueueMachine(RuleBasedStateMachine):
     def move(self, job: Model, where: str) -> None:
         """Moves a job between sets, keeping the books as the scripts do (leases end first)."""
         old, job.where = job.where, where
+        if old == "leases" and where != "leases":
+            job.holder = None
         if old == "leases" and where != "leases" and job.tenant in self.parked:
             self.turns[job.tenant] = self.parked.pop(job.tenant)
         if old == "ready" and where not in ("ready", "leases") and not self.waiting_of(job.tenant):
@@ -265,13 +269,14 @@ class QueueMachine(RuleBasedStateMachine):
 
     # -- reserving -----------------------------------------------------------------------------
 
-    @rule(activate=st.booleans(), count=st.integers(1, 4))
-    def reserve(self, activate: bool, count: int) -> None:
-        claimed = self.run(self.calls.pick(count))
+    @rule(activate=st.booleans(), count=st.integers(1, 4), holder=st.sampled_from(HOLDERS))
+    def reserve(self, activate: bool, count: int, holder: str) -> None:
+        self.run(self.calls.presence(holder, 3_600_000))
+        claimed = self.run(self.calls.pick(count, holder=holder))
         expected = self.pick_model(count)
         assert claimed == [job.id for job in expected], (claimed, expected)
         for job in expected:
-            job.claimed = True
+            job.claimed, job.holder = True, holder
             if activate:
                 token = uuid.uuid4().hex
                 assert self.run(self.calls.activate(job.id, token)) == 0
@@ -290,10 +295,28 @@ class QueueMachine(RuleBasedStateMachine):
     def claim_expires(self, index: int) -> None:
         job = self.pick_job(index, lambda j: j.claimed)
         self.run(self.calls.expire_lease(job.id))
+        self.claim_reclaimed(job)
+
+    def claim_reclaimed(self, job: Model) -> None:
         reply = self.run(self.calls.reclaim(job.id))
         assert [int(reply[0]), reply[1].decode()] == [1, "waiting"]
         self.move(job, "ready")
         job.claimed, job.status = False, "waiting"  # no attempt spent
+
+    @rule(holder=st.sampled_from(HOLDERS))
+    def worker_vanishes(self, holder: str) -> None:
+        """The holder's presence lapses: the other worker's next renewal expires every claim
+        and lease filed under it, and reclaims each, as after a lease expiry."""
+        other = next(h for h in HOLDERS if h != holder)
+        self.run(self.redis.zadd(self.queue.keys.presence, {holder: 0}))
+        taken = self.run(self.calls.presence(other, 3_600_000))
+        lost = [j for j in self.jobs.values() if j.where == "leases" and j.holder == holder]
+        assert sorted(taken) == sorted(j.id for j in lost)
+        for job in lost:
+            if job.held:
+                self.lease_reclaimed(job)
+            else:
+                self.claim_reclaimed(job)
 
     # -- running -------------------------------------------------------------------------------
 
@@ -347,6 +370,9 @@ class QueueMachine(RuleBasedStateMachine):
     def lease_expires(self, index: int) -> None:
         job = self.pick_job(index, lambda j: j.held)
         self.run(self.calls.expire_lease(job.id))
+        self.lease_reclaimed(job)
+
+    def lease_reclaimed(self, job: Model) -> None:
         reply = self.run(self.calls.reclaim(job.id))
         assert int(reply[0]) == 1
         job.stale.append(job.token or "")
@@ -463,11 +489,14 @@ class QueueMachine(RuleBasedStateMachine):
             pipe.zrange(k.parked, 0, -1, withscores=True)
             pipe.hgetall(k.passes)
             pipe.get(k.vtime)
-            turns, parked, passes, vtime = await pipe.execute()
+            pipe.hgetall(k.holders)
+            turns, parked, passes, vtime, holders = await pipe.execute()
         assert {t.decode(): int(s) for t, s in turns} == self.turns
         assert {t.decode(): int(s) for t, s in parked} == self.parked
         assert {t.decode(): int(p) for t, p in passes.items()} == self.passes
         assert int(vtime or 0) == self.vtime
+        filed = {j.id: j.holder for j in self.jobs.values() if j.holder is not None}
+        assert {j.decode(): h.decode() for j, h in holders.items()} == filed
 
 
 def test_queue_state_machine_agrees_with_its_model(redis_url: str) -> None:

@@ -119,7 +119,10 @@ async def test_cancel_racing_completion_200_times(queue):
     """Never both a result and `cancelled`; a True from cancel always ends cancelled."""
     ids = [(await queue.enqueue(i)).id for i in range(200)]
 
+    running = asyncio.Event()
+
     async def handler(job):
+        running.set()
         await asyncio.sleep(0.001 * (job.payload % 7))
         await job.emit("x")
         return job.payload
@@ -134,6 +137,7 @@ async def test_cancel_racing_completion_200_times(queue):
                 true_ids.add(job_id)
 
     async with queue.worker(handler, concurrency=20):
+        await asyncio.wait_for(running.wait(), 10)  # the race starts with jobs running
         await asyncio.gather(*[cancel_later(j, i) for i, j in enumerate(ids)])
         outcomes = {}
         for job_id in ids:

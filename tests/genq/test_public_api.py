@@ -34,3 +34,9 @@ def test_public_api_errors_share_one_root():
         obj = getattr(genq, name)
         if isinstance(obj, type) and issubclass(obj, Exception):
             assert issubclass(obj, genq.GenqError), name
+
+
+def test_public_api_has_pull_ack():
+    assert "PulledJob" in genq.__all__
+    for method in ("pull", "ack", "nack", "extend", "push_events"):
+        assert callable(getattr(genq.Queue, method)), method

@@ -12,33 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from genq import Event, JobFailedError, JobStatus, Queue
 from tests.faults.invariants import check_invariants, result_writer, tag
-from tests.processes import WAIT, Spawn, Watcher, chunks, watcher_list, worker_processes
+from tests.processes import WAIT, Spawn, Watcher, chunks
 
 pytestmark = pytest.mark.timeout(30)
 
-MODULE = "tests.genq.worker_process"  # run with -m: a script in a dir named genq shadows genq
 LEASE = 2.0
-
-
-@pytest.fixture
-async def spawn(redis_url: str, prefix: str, tmp_path: Path) -> AsyncIterator[Spawn]:
-    args = ["--redis-url", redis_url, "--prefix", prefix, "--lease", str(LEASE)]
-    async with worker_processes(MODULE, args, tmp_path) as start:
-        yield start
-
-
-@pytest.fixture
-async def watchers() -> AsyncIterator[list[Watcher]]:
-    async with watcher_list() as made:
-        yield made
 
 
 def split_at_restart(events: list[Event]) -> tuple[list[Event], list[Event]]:

@@ -35,6 +35,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from genq import ActiveJob, JobLeaseLostError, Queue
+from genq.worker import PRESENCE_SECONDS
 
 
 def report(ev: str, **fields: Any) -> None:
@@ -48,6 +49,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--name", required=True, help="tags every chunk and the result")
     p.add_argument("--lease", type=float, default=2.0)
     p.add_argument("--heartbeat", type=float, default=None)
+    p.add_argument("--presence", type=float, default=PRESENCE_SECONDS)
     p.add_argument("--concurrency", type=int, default=1)
     p.add_argument("--delay", type=float, default=0.05, help="seconds between chunks")
     p.add_argument("--linger", type=float, default=0.0, help="seconds from last chunk to return")
@@ -107,7 +109,11 @@ async def main(args: argparse.Namespace) -> None:
         return {"worker": args.name, "attempt": job.attempt, "text": "".join(chunks)}
 
     worker = queue.worker(
-        handler, concurrency=args.concurrency, lease=args.lease, heartbeat=args.heartbeat
+        handler,
+        concurrency=args.concurrency,
+        lease=args.lease,
+        heartbeat=args.heartbeat,
+        presence=args.presence,
     )
     stopper: list[asyncio.Task[None]] = []
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import hmac
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -15,10 +13,12 @@ import redis.asyncio as aioredis
 
 from genq import ActiveJob, Queue, TerminalJobError
 from workers.alerts import DeadLetterAlerts
+from workers.outbox import Source
 from workers.run import build_alerts
 from workers.settings import WorkerSettings
+from workers.webhooks import Webhook
 
-from .webhook import Receiver
+from .alert_receiver import Hooks
 
 SECRET = "alert-secret-0123456789"
 
@@ -29,7 +29,8 @@ async def explode(job: ActiveJob) -> None:
 
 def alerts_for(redis: aioredis.Redis, prefix: str, url: str) -> DeadLetterAlerts:
     queue = Queue(redis, prefix=f"{prefix}-alerts", max_attempts=3, backoff=0.05, max_backoff=0.1)
-    return DeadLetterAlerts(redis, {"demo": f"{prefix}:demo"}, queue, url, SECRET, timeout=2)
+    hooks = [Webhook(name="default", url=url, secret=SECRET)]
+    return DeadLetterAlerts(redis, {"demo": f"{prefix}:demo"}, queue, hooks, timeout=2)
 
 
 @contextlib.asynccontextmanager
@@ -57,17 +58,17 @@ async def until(predicate: Any, timeout: float = 10) -> None:
 
 async def test_alerts_a_dead_job_is_posted_once_signed(redis: aioredis.Redis, prefix: str) -> None:
     source = Queue(redis, prefix=f"{prefix}:demo")
-    with Receiver() as hook:
+    with Hooks() as hook:
         # two worker processes hear the same notice: still one delivery
-        first, second = alerts_for(redis, prefix, hook.url), alerts_for(redis, prefix, hook.url)
+        url = hook.url("/hook")
+        first, second = alerts_for(redis, prefix, url), alerts_for(redis, prefix, url)
         async with running(first, second), source.worker(explode):
             job = await source.enqueue({"n": 7})
             await until(lambda: hook.posts)
             await asyncio.sleep(0.5)
         assert len(hook.posts) == 1
         post = hook.posts[0]
-    expected = "sha256=" + hmac.new(SECRET.encode(), post.body, hashlib.sha256).hexdigest()
-    assert post.headers["X-Genq-Signature"] == expected
+    assert post.signed_with(SECRET)
     assert post.headers["Content-Type"] == "application/json"
     body = json.loads(post.body)
     assert body["event"] == "job.dead_letter" and body["queue"] == "demo"
@@ -82,8 +83,8 @@ async def test_alerts_a_failing_webhook_is_retried_then_dead_without_a_new_alert
 ) -> None:
     source = Queue(redis, prefix=f"{prefix}:demo")
     alerts_channel = redis.pubsub()
-    with Receiver(status=500) as hook:
-        alerts = alerts_for(redis, prefix, hook.url)
+    with Hooks(fail={"/hook": 1000}) as hook:  # answers 500, always
+        alerts = alerts_for(redis, prefix, hook.url("/hook"))
         await alerts_channel.subscribe(alerts.queue.keys.dead_letters)
         async with running(alerts), source.worker(explode):
             await source.enqueue({"n": 1})
@@ -130,6 +131,6 @@ async def test_alerts_worker_settings_start_them_only_with_a_url_and_a_secret(
     alerts = build_alerts(settings, redis)
     assert alerts is not None
     assert alerts.queue.prefix == "ns-alerts"
-    assert sorted(alerts.channels.values()) == [("demo", "ns:demo"), ("openai", "ns:openai")]
-    assert alerts.queue.keys.dead_letters not in alerts.channels
+    assert sorted(alerts.sources) == [Source("demo", "ns:demo"), Source("openai", "ns:openai")]
+    assert alerts.queue.prefix not in {source.prefix for source in alerts.sources}
     await alerts.stop()

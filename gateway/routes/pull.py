@@ -1,0 +1,196 @@
+"""Workers anywhere: pull jobs over HTTP, stream their output, ack or nack them.
+
+Any process that speaks HTTP works a queue with a worker key (``genq keys create --worker
+--queues demo``) or an admin key: it pulls jobs with a visibility, posts their chunks and
+progress (watchers see them on the generation's SSE stream, as a built-in worker's), extends
+the visibility while it works, and acks or nacks with the job's receipt. The same Lua scripts
+and fencing as the built-in worker (``genq.pull``): a stale receipt is 409 and changes nothing;
+an expired visibility redelivers the job, its next attempt starting with ``restarted``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated, TypeVar
+
+from fastapi import APIRouter, Depends, Path, Request
+
+from genq import JobLeaseLostError, PulledJob, Queue
+from genq.pull import ack, extend, nack, push_events
+from genq_contract.access import Access
+from genq_contract.payload import payload_fields
+
+from ..deps import Gateway, GatewayDep, JobId, PullerDep
+from ..errors import Conflict, Forbidden, NotFound
+from ..pull_schemas import (
+    AckRequest,
+    EventsRequest,
+    ExtendRequest,
+    HoldResponse,
+    NackRequest,
+    PulledJobOut,
+    PullRequest,
+    PullResponse,
+    SettleResponse,
+)
+from ..pull_waiter import waiters_of
+from ..receipts import Receipts
+from ..schemas import ERRORS
+
+router = APIRouter(tags=["workers"], responses={**ERRORS, 409: ERRORS[400]})
+
+QueueName = Annotated[str, Path(min_length=1, max_length=100, description="A queue name")]
+T = TypeVar("T")
+
+STALE = (
+    "stale receipt: the job was settled, redelivered after its visibility passed, or the "
+    "receipt is not this job's; nothing was changed"
+)
+
+
+def _receipts(gateway: Gateway, request: Request) -> Receipts:
+    receipts: Receipts | None = getattr(request.app.state, "pull_receipts", None)
+    if receipts is None:
+        secret = gateway.settings.secret.get_secret_value() if gateway.settings.secret else ""
+        receipts = Receipts(secret)
+        request.app.state.pull_receipts = receipts
+    return receipts
+
+
+def _queue(gateway: Gateway, name: str) -> Queue:
+    return gateway.queues.by_provider(name)
+
+
+@router.post("/v1/queues/{name}/pull", response_model=PullResponse)
+async def pull_jobs(
+    name: QueueName,
+    body: PullRequest,
+    gateway: GatewayDep,
+    principal: PullerDep,
+    request: Request,
+) -> PullResponse:
+    """Takes up to ``max`` jobs for ``visibility`` seconds; with none ready, waits up to
+    ``wait`` seconds (at most 20) for one. ``{"jobs": []}`` when none came."""
+    queue = _queue(gateway, name)  # 404 for a queue this gateway does not serve
+    waiter = waiters_of(request.app.state, dict(gateway.queues))[name]
+    jobs = await runnable(gateway, queue, await waiter.pull(body.max, body.visibility, body.wait))
+    receipts = _receipts(gateway, request)
+    return PullResponse(
+        jobs=[
+            PulledJobOut(
+                id=job.id,
+                receipt=receipts.issue(job.id, job.receipt, principal.key_id, principal.tenant),
+                attempt=job.attempt,
+                max_attempts=job.max_attempts,
+                payload=job.payload,
+            )
+            for job in jobs
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class HeldJob:
+    """A job route's target: the queue, the job id, and how to act under a receipt."""
+
+    gateway: Gateway
+    receipts: Receipts
+    name: str
+    queue: Queue
+    id: str
+
+    async def run(self, receipt: str, call: Callable[[Queue, str], Awaitable[T]]) -> T:
+        """``call(queue, genq receipt)`` for a receipt that verifies and whose key and tenant
+        are still allowed; a stale receipt is 409, an unknown job 404."""
+        try:
+            held = self.receipts.verify(self.id, receipt)
+            await check_receipt_access(self.gateway, held.key_id, held.tenant)
+            return await call(self.queue, held.inner)
+        except JobLeaseLostError:
+            if not await self.queue.redis.exists(self.queue.keys.job(self.id)):
+                raise NotFound(f"no job {self.id!r} in queue {self.name!r}") from None
+            raise Conflict(STALE) from None
+
+
+async def held_job(
+    name: QueueName, job_id: JobId, gateway: GatewayDep, _: PullerDep, request: Request
+) -> HeldJob:
+    return HeldJob(gateway, _receipts(gateway, request), name, _queue(gateway, name), job_id)
+
+
+HeldJobDep = Annotated[HeldJob, Depends(held_job)]
+
+
+async def runnable(gateway: Gateway, queue: Queue, jobs: list[PulledJob]) -> list[PulledJob]:
+    """The pulled jobs whose key and tenant are still allowed. The others (accepted by a
+    gateway whose key cache still held a revoked key) fail terminally at once, as a built-in
+    worker fails them before it calls a provider, and are not handed out."""
+    if not jobs:
+        return jobs
+    snapshot = await Access(gateway.redis, gateway.settings.queue_namespace).snapshot()
+    allowed = []
+    for job in jobs:
+        fields = payload_fields(job.payload)
+        refusal = snapshot.refusal(fields.get("key_id"), fields.get("tenant"))
+        if refusal is None:
+            allowed.append(job)
+        else:
+            await nack(
+                queue, job.id, job.receipt, f"{refusal}; the generation was not run", terminal=True
+            )
+    return allowed
+
+
+async def check_receipt_access(gateway: Gateway, key_id: str, tenant: str) -> None:
+    """A receipt of a revoked key or a disabled tenant stops working at once (read on every
+    use, no cache: ``genq_contract.access``)."""
+    refusal = await Access(gateway.redis, gateway.settings.queue_namespace).refusal(
+        key_id or None, tenant or None
+    )
+    if refusal is not None:
+        raise Forbidden(f"receipt refused: {refusal}")
+
+
+@router.post("/v1/queues/{name}/jobs/{job_id}/events", response_model=HoldResponse)
+async def post_events(body: EventsRequest, job: HeldJobDep) -> HoldResponse:
+    """Appends chunks and progress to the job's stream, in order (adjacent text chunks are
+    joined, as a built-in worker's are), and renews its visibility. Once a cancel is pending
+    nothing more is appended and ``cancel_requested`` is true: stop, then ack or nack."""
+    events = [(event.type, event.data) for event in body.events]
+    cancel = await job.run(
+        body.receipt, lambda queue, receipt: push_events(queue, job.id, receipt, events)
+    )
+    return HoldResponse(cancel_requested=cancel)
+
+
+@router.post("/v1/queues/{name}/jobs/{job_id}/extend", response_model=HoldResponse)
+async def extend_job(body: ExtendRequest, job: HeldJobDep) -> HoldResponse:
+    """Holds the job ``visibility`` seconds from now (a job that is quiet for long)."""
+    cancel = await job.run(
+        body.receipt, lambda queue, receipt: extend(queue, job.id, receipt, body.visibility)
+    )
+    return HoldResponse(cancel_requested=cancel)
+
+
+@router.post("/v1/queues/{name}/jobs/{job_id}/ack", response_model=SettleResponse)
+async def ack_job(body: AckRequest, job: HeldJobDep) -> SettleResponse:
+    """Completes the job with ``result`` (``cancelled`` if a cancel was pending). Sending the
+    same ack again answers the same."""
+    status = await job.run(
+        body.receipt, lambda queue, receipt: ack(queue, job.id, receipt, body.result)
+    )
+    return SettleResponse(status=status)
+
+
+@router.post("/v1/queues/{name}/jobs/{job_id}/nack", response_model=SettleResponse)
+async def nack_job(body: NackRequest, job: HeldJobDep) -> SettleResponse:
+    """Fails this attempt: retried after ``retry_after`` (or the queue's backoff) while
+    attempts remain, dead-lettered when ``terminal`` or out of attempts."""
+    status = await job.run(
+        body.receipt,
+        lambda queue, receipt: nack(
+            queue, job.id, receipt, body.error, body.retry_after, body.terminal
+        ),
+    )
+    return SettleResponse(status=status)
