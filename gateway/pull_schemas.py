@@ -89,6 +89,14 @@ class EventIn(_Body):
 class EventsRequest(_Body):
     receipt: ReceiptField
     events: list[EventIn] = Field(min_length=1, max_length=MAX_EVENTS_PER_CALL)
+    seq: int | None = Field(
+        default=None,
+        ge=1,
+        le=2**53,
+        description="The number of the first event of this call among every event sent for "
+        "this attempt (from 1): a call sent again after a timeout then appends nothing twice. "
+        "Without it a resent call appends its events again.",
+    )
 
 
 class ExtendRequest(_Body):

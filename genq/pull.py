@@ -153,11 +153,12 @@ async def extend(queue: QueueBase, job_id: str, receipt: str, visibility: float)
     return _cancel_pending(job_id, int(reply[0]))
 
 
-def coalesce(events: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
+def coalesce(events: Sequence[tuple[str, Any]]) -> list[tuple[str, Any, int]]:
     """Joins adjacent text chunks (up to ``COALESCE_MAX_CHARS``); other events stay as they are.
-    Raises ValueError on an unknown type or a progress outside 0..1."""
-    merged: list[tuple[str, Any]] = []
-    for kind, data in events:
+    Each merged event carries the position (from 0) of the last event it holds. Raises
+    ValueError on an unknown type or a progress outside 0..1."""
+    merged: list[tuple[str, Any, int]] = []
+    for position, (kind, data) in enumerate(events):
         if kind not in EVENT_TYPES:
             raise ValueError(f"event type must be one of {', '.join(EVENT_TYPES)}, not {kind!r}")
         if kind == PROGRESS and (
@@ -173,41 +174,54 @@ def coalesce(events: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
             and isinstance(last[1], str)
             and len(last[1]) + len(data) <= COALESCE_MAX_CHARS
         ):
-            merged[-1] = (CHUNK, last[1] + data)
+            merged[-1] = (CHUNK, last[1] + data, position)
         else:
-            merged.append((kind, data))
+            merged.append((kind, data, position))
     return merged
 
 
 async def push_events(
-    queue: QueueBase, job_id: str, receipt: str, events: Sequence[tuple[str, Any]]
+    queue: QueueBase,
+    job_id: str,
+    receipt: str,
+    events: Sequence[tuple[str, Any]],
+    seq: int | None = None,
 ) -> bool:
     """Appends ``(type, data)`` events (``chunk``: any JSON, text for a generation;
     ``progress``: 0..1) to the job's stream through ``emit.lua``, in order, each renewing the
     visibility to at least the pull's. True if a cancel is pending (nothing more is appended
-    then). Calls for one job should not overlap: concurrent ones may interleave their events."""
+    then).
+
+    ``seq`` makes a resend safe: the number of the first event among all the events this
+    attempt has sent (from 1), so a call sent again after a lost reply appends nothing twice
+    (emit.lua skips numbers it has applied). Without it, the events are numbered after the last
+    one applied: a resend appends them again, and overlapping calls may interleave."""
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 1):
+        raise ValueError("seq must be an integer >= 1")
     token, visibility_ms = parse_receipt(job_id, receipt)
     pending = coalesce(events)
     k = queue.keys
     for _ in range(10):
         if not pending:
             return False
-        (seq, lease_until), now = await queue.read_with_time(
+        (applied, lease_until), now = await queue.read_with_time(
             lambda pipe: (pipe.hget(k.job(job_id), "eseq"), pipe.zscore(k.leases, job_id))
         )
         # Never shorten a visibility an extend made longer than the pull's.
         renew = max(visibility_ms, int(float(lease_until or 0) - now * 1000))
-        first = int(seq or 0) + 1
+        # A merged event takes the number of the last event it holds, so numbers stay the
+        # client's whatever was joined.
+        start = int(applied or 0) + 1 - pending[0][2] if seq is None else seq
         calls = [
-            _emit_call(queue, job_id, token, first + i, kind, data, renew)
-            for i, (kind, data) in enumerate(pending)
+            _emit_call(queue, job_id, token, start + last, kind, data, renew)
+            for kind, data, last in pending
         ]
         replies = await run_pipelined(queue.redis, queue.scripts.emit, calls)
         for i, reply in enumerate(replies):
             code = int(reply[0])
             if _cancel_pending(job_id, code):
                 return True
-            if text(reply[1]) == "":  # another push took this sequence number: send again
+            if text(reply[1]) == "" and seq is None:  # another push took this number: again
                 pending = pending[i:]
                 break
         else:
@@ -271,8 +285,8 @@ async def _settle(
     reason: str = "error",
 ) -> str:
     token, _ = parse_receipt(job_id, receipt)
-    # settle.lua checks the token, not the lease's expiry: a lease past its visibility goes to
-    # reclaim.lua first (which clears the token), so an expired receipt settles nothing.
+    # settle.lua refuses a lease past its visibility; handing it to reclaim.lua now puts the
+    # job back in line at once instead of at the next pull or reserve.
     await reclaim_if_expired(queue, job_id)
     idem, attempt = await queue.redis.hmget(queue.keys.job(job_id), ["idempotency_key", "attempt"])
     delay = retry_after

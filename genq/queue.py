@@ -433,11 +433,18 @@ class Queue(QueueBase):
         pending. A receipt whose visibility already passed raises JobLeaseLostError."""
         return await extend(self, job_id, receipt, visibility)
 
-    async def push_events(self, job_id: str, receipt: str, events: list[tuple[str, Any]]) -> bool:
+    async def push_events(
+        self,
+        job_id: str,
+        receipt: str,
+        events: list[tuple[str, Any]],
+        seq: int | None = None,
+    ) -> bool:
         """Appends ``(type, data)`` events (``chunk`` or ``progress``) to a pulled job's
         stream, adjacent text chunks joined as a worker's emits are; each renews the
-        visibility. True if a cancel is pending."""
-        return await push_events(self, job_id, receipt, events)
+        visibility. True if a cancel is pending. ``seq`` (the first event's number among this
+        attempt's events, from 1) makes a resend append nothing twice."""
+        return await push_events(self, job_id, receipt, events, seq)
 
     # -- working -------------------------------------------------------------------------------
 

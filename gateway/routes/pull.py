@@ -159,7 +159,8 @@ async def post_events(body: EventsRequest, job: HeldJobDep) -> HoldResponse:
     nothing more is appended and ``cancel_requested`` is true: stop, then ack or nack."""
     events = [(event.type, event.data) for event in body.events]
     cancel = await job.run(
-        body.receipt, lambda queue, receipt: push_events(queue, job.id, receipt, events)
+        body.receipt,
+        lambda queue, receipt: push_events(queue, job.id, receipt, events, body.seq),
     )
     return HoldResponse(cancel_requested=cancel)
 

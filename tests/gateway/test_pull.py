@@ -99,6 +99,20 @@ async def test_pull_streams_to_the_viewer_and_acks(alpha, worker):
     assert generation["status"] == "completed"
 
 
+async def test_pull_events_resent_with_seq_append_once(alpha, worker):
+    created = await create(alpha, prompt="x")
+    (job,) = await pull(worker, visibility=30)
+    events = [{"type": "chunk", "data": "one "}, {"type": "chunk", "data": "two"}]
+    for _ in range(2):  # a client that timed out sends the same call again
+        reply = await post(worker, job, "events", events=events, seq=1)
+        assert reply.status_code == 200, reply.text
+    assert (await post(worker, job, "events", events=events, seq=0)).status_code == 422
+    reply = await post(worker, job, "ack", result={"text": "one two"})
+    assert reply.status_code == 200
+    stream = await read_stream(alpha, created["id"])
+    assert "".join(e.data for e in stream.events if e.event == "chunk") == "one two"
+
+
 async def test_pull_stale_receipt_is_409_and_changes_nothing(alpha, worker, redis, prefix):
     created = await create(alpha)
     (job,) = await pull(worker, visibility=30)

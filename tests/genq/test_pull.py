@@ -40,6 +40,28 @@ async def test_pull_ack_streams_and_completes(queue):
     assert await queue.pull() == []
 
 
+async def test_pull_events_with_seq_are_safe_to_send_again(queue):
+    """A call resent after a lost reply (same ``seq``) appends nothing twice, even when its
+    chunks were joined; the next call goes on from its own number."""
+    e = await queue.enqueue("p")
+    (job,) = await queue.pull(visibility=30)
+    first = [("chunk", "a"), ("chunk", "b "), ("progress", 0.5)]
+    for _ in range(3):  # the same call, three times
+        await queue.push_events(job.id, job.receipt, first, seq=1)
+    await queue.push_events(job.id, job.receipt, [("chunk", "c")], seq=4)
+    await queue.push_events(job.id, job.receipt, [("chunk", "c")], seq=4)
+    await queue.push_events(job.id, job.receipt, [("chunk", "a")], seq=2)  # an old number
+    assert await queue.ack(job.id, job.receipt, "done") == "completed"
+    assert await events_of(queue, e.id) == [
+        ("chunk", "ab "),
+        ("progress", 0.5),
+        ("chunk", "c"),
+        ("completed", "done"),
+    ]
+    with pytest.raises(ValueError, match="seq"):
+        await queue.push_events(job.id, job.receipt, [("chunk", "x")], seq=0)
+
+
 async def test_pull_stale_receipt_changes_nothing(queue):
     e = await queue.enqueue("p")
     (job,) = await queue.pull(visibility=30)

@@ -57,6 +57,7 @@ async function work(job) {
     const { cancel_requested } = await call(`${jobPath}/events`, {
       receipt: job.receipt,
       events: [{ type: "chunk", data: piece }],
+      seq: i + 1, // this attempt's events so far + 1: a resent call appends nothing twice
     });
     if (cancel_requested) break;
     text += piece;
