@@ -63,7 +63,7 @@ async def wait_calls(node: Node) -> int:
 async def test_cluster_wait_counts_the_replicas_of_the_queues_own_master(
     replicated: LocalCluster, client: RedisCluster
 ) -> None:
-    on_m = Queue(client, prefix_on(replicated, 1, "dur"), durable_replicas=1, durable_timeout=0.3)
+    on_m = Queue(client, prefix_on(replicated, 1, "dur"), durable_replicas=1, durable_timeout=2.0)
     elsewhere = Queue(client, prefix_on(replicated, 2, "dur"), durable_replicas=1)
     await on_m.enqueue({"n": 0})  # loads the script on M (a NOSCRIPT resends the batch)
     calls = [await wait_calls(node) for node in replicated.nodes]

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.timeout(60)
 
 @pytest.fixture
 def durable_live(pair: ReplicatedRedis, prefix: str) -> Iterator[LiveGateway]:
-    settings = make_settings(pair.url, prefix, durable_replicas=1, durable_timeout=0.3)
+    settings = make_settings(pair.url, prefix, durable_replicas=1, durable_timeout=1.0)
     with LiveGateway(settings) as gateway:
         yield gateway
 
