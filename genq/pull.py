@@ -16,22 +16,20 @@ from __future__ import annotations
 
 import json
 import random
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
-from ._calls import activate_call, reclaim_call, settle_call
+from ._calls import settle_call
 from ._queue_base import QueueBase, ms
-from .active_job import record_fields
+from ._reserve import activate, pick, reclaim
 from .cluster import run_pipelined
 from .errors import JobLeaseLostError
 from .events import text
 from .retrying import with_retry
 from .scripts import Code
 from .status import CHUNK, PROGRESS
-from .worker import CLAIM_SECONDS, MAX_ERROR_CHARS
+from .worker import MAX_ERROR_CHARS
 
 MAX_PULL = 500
 """The most jobs one pull may take."""
@@ -94,48 +92,23 @@ async def pull(queue: QueueBase, count: int, visibility: float) -> Pulled:
 
 
 async def _pick(queue: QueueBase, count: int) -> tuple[list[str], int]:
-    keys, args = queue.pick_call(count, CLAIM_SECONDS, "")
-    claimed, expired, wait_ms = await queue.scripts.pick(keys=keys, args=args)
-    reclaimed = await reclaim(queue, [text(i) for i in expired])
-    return [text(i) for i in claimed], 0 if reclaimed else int(wait_ms)
-
-
-async def reclaim(queue: QueueBase, ids: list[str]) -> int:
-    """Hands expired leases to ``reclaim.lua``; returns how many went back (or finished)."""
-    done = 0
-    for job_id in ids:
-        reply = await queue.run_keyed(job_id, partial(_reclaim_one, queue, job_id))
-        done += int(reply[0]) == 1
-    return done
-
-
-async def _reclaim_one(queue: QueueBase, job_id: str, idem: str) -> list[Any]:
-    reply: list[Any] = await queue.scripts.reclaim(*reclaim_call(queue, job_id, idem))
-    return reply
+    claimed, expired, wait_ms = await pick(queue, count, "")  # a puller has no presence
+    reclaimed = await reclaim(queue, expired)
+    return claimed, 0 if reclaimed else wait_ms
 
 
 async def _activate(queue: QueueBase, ids: list[str], visibility: float) -> list[PulledJob]:
-    tokens = {job_id: uuid.uuid4().hex for job_id in ids}
-    calls = [activate_call(queue, job_id, tokens[job_id], visibility) for job_id in ids]
-    replies = await with_retry(
-        lambda: run_pipelined(queue.redis, queue.scripts.activate, calls), within=CLAIM_SECONDS
-    )
-    jobs = []
-    for job_id, reply in zip(ids, replies, strict=True):
-        if int(reply[0]) != Code.OK:
-            continue  # the claim went (cancelled meanwhile): nothing to hand out
-        fields = record_fields(reply[1])
-        jobs.append(
-            PulledJob(
-                id=job_id,
-                receipt=receipt_of(tokens[job_id], visibility),
-                attempt=int(fields["attempt"]),
-                max_attempts=int(fields["max_attempts"]),
-                payload=queue.codec.decode(fields["payload"]),
-                tenant=fields.get("tenant", ""),
-            )
+    return [
+        PulledJob(
+            id=fields["id"],
+            receipt=receipt_of(token, visibility),
+            attempt=int(fields["attempt"]),
+            max_attempts=int(fields["max_attempts"]),
+            payload=queue.codec.decode(fields["payload"]),
+            tenant=fields.get("tenant", ""),
         )
-    return jobs
+        for token, fields in await activate(queue, ids, visibility)
+    ]
 
 
 # -- while holding ---------------------------------------------------------------------------------

@@ -11,18 +11,18 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
-from ._calls import activate_call, presence_call, reclaim_call, settle_call
+from ._calls import presence_call, settle_call
 from ._queue_base import QueueBase, ms, safe_block
-from .active_job import ActiveJob, record_fields
+from ._reserve import activate, pick, reclaim
+from .active_job import ActiveJob
 from .cancellation import cancel_and_wait, raise_if_cancelled
-from .cluster import open_pubsub, run_durably, run_pipelined
+from .cluster import open_pubsub, run_durably
 from .connection import RedisClient
 from .errors import JobError, JobLeaseLostError, RetryJobError, TerminalJobError
 from .events import text
@@ -30,9 +30,6 @@ from .retrying import TRANSIENT, with_retry
 from .scripts import Code
 
 log = logging.getLogger("genq.worker")
-
-CLAIM_SECONDS = 10.0
-"""How long a picked job may wait for its activation before another worker may take it."""
 
 PRESENCE_SECONDS = 1.2
 """How long a worker's presence lasts unless renewed: a worker gone this long (killed, cut off,
@@ -195,7 +192,7 @@ class Worker:
                 await self._slot_freed.wait()
                 continue
             try:
-                claimed, expired, wait_ms = await self._pick(free)
+                claimed, expired, wait_ms = await pick(self.queue, free, self.holder)
                 if expired:
                     await self._reclaim(expired)
                 if claimed:
@@ -220,31 +217,13 @@ class Worker:
                     log.exception("reserving failed; retrying in %.2fs", delay)
                 await asyncio.sleep(delay)
 
-    async def _pick(self, count: int) -> tuple[list[str], list[str], int]:
-        keys, args = self.queue.pick_call(count, CLAIM_SECONDS, self.holder)
-        claimed, expired, wait_ms = await self.queue.scripts.pick(keys=keys, args=args)
-        return [text(i) for i in claimed], [text(i) for i in expired], int(wait_ms)
-
     async def _activate(self, ids: list[str]) -> None:
-        tokens = {job_id: uuid.uuid4().hex for job_id in ids}
-        calls = [activate_call(self.queue, job_id, tokens[job_id], self.lease) for job_id in ids]
-        replies = await with_retry(
-            lambda: run_pipelined(self.queue.redis, self.queue.scripts.activate, calls),
-            within=CLAIM_SECONDS,
-        )
-        for job_id, reply in zip(ids, replies, strict=True):
-            if int(reply[0]) == Code.OK:
-                self._spawn(record_fields(reply[1]), tokens[job_id])
+        for token, fields in await activate(self.queue, ids, self.lease):
+            self._spawn(fields, token)
 
     async def _reclaim(self, ids: list[str], why: str = "lease expired") -> None:
-        for job_id in ids:
-            reply = await self.queue.run_keyed(job_id, partial(self._reclaim_one, job_id))
-            if int(reply[0]) == 1:
-                log.warning("reclaimed job %s (%s) -> %s", job_id, why, text(reply[1]))
-
-    async def _reclaim_one(self, job_id: str, idem: str) -> list[Any]:
-        reply: list[Any] = await self.queue.scripts.reclaim(*reclaim_call(self.queue, job_id, idem))
-        return reply
+        for job_id, status in await reclaim(self.queue, ids):
+            log.warning("reclaimed job %s (%s) -> %s", job_id, why, status)
 
     # -- running ---------------------------------------------------------------------------------
 

@@ -323,7 +323,7 @@ async def test_lost_pick_reply_returns_the_claim_without_spending_an_attempt(
     # pick.lua is the one script a re-run does not answer the same: the re-sent pick claims
     # other jobs, and the lost claim comes back when it expires (no attempt spent). The claim
     # is shortened so the test does not wait the default 10 s.
-    monkeypatch.setattr("genq.worker.CLAIM_SECONDS", 1.0)
+    monkeypatch.setattr("genq._reserve.CLAIM_SECONDS", 1.0)
     runs: list[tuple[str, int]] = []
 
     async def handler(job: ActiveJob) -> dict[str, str]:
