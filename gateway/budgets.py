@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -23,7 +25,7 @@ from genq import Job, JobStatus, Queue
 from genq.cancellation import cancel_and_wait, raise_if_cancelled
 from genq_contract import budget
 from genq_contract.payload import GenerationPayload, payload_fields
-from genq_contract.spend import max_cost_nanos, read_prices
+from genq_contract.spend import Price, max_cost_nanos, read_prices
 
 from .errors import PaymentRequired, Unavailable
 from .settings import Settings
@@ -31,15 +33,36 @@ from .settings import Settings
 log = logging.getLogger("gateway.budgets")
 
 
-async def reserve(redis: Any, settings: Settings, job_id: str, payload: GenerationPayload) -> bool:
-    """Reserves the generation's maximum cost for its tenant; False when the tenant has no
-    budget (nothing reserved). Raises :class:`PaymentRequired` past the budget and
-    :class:`Unavailable` when no worker has published the model's price yet."""
-    tenant = payload.tenant or ""
+@dataclass(frozen=True)
+class Terms:
+    """What reserving against a tenant's budget reads first: its limits and the prices of
+    the models asked for (read once for a whole batch)."""
+
+    limits: budget.Limits
+    prices: dict[str, Price]
+
+
+async def terms_for(
+    redis: Any, settings: Settings, tenant: str, models: Iterable[str]
+) -> Terms | None:
+    """The tenant's budget terms for ``models``; None when the tenant has no budget."""
     limits = await budget.limits_for(redis, settings, tenant)
     if limits is None:
+        return None
+    return Terms(limits, await read_prices(redis, settings.queue_namespace, sorted(set(models))))
+
+
+async def reserve(
+    redis: Any, settings: Settings, job_id: str, payload: GenerationPayload, terms: Terms | None
+) -> bool:
+    """Reserves the generation's maximum cost for its tenant on its ``terms`` (read by
+    :func:`terms_for`); False when the tenant has no budget (nothing reserved). Raises
+    :class:`PaymentRequired` past the budget and :class:`Unavailable` when no worker has
+    published the model's price yet."""
+    tenant = payload.tenant or ""
+    if terms is None:
         return False
-    price = (await read_prices(redis, settings.queue_namespace, [payload.model])).get(payload.model)
+    price = terms.prices.get(payload.model)
     if price is None:
         raise Unavailable(
             f"no price is known yet for model {payload.model!r} (workers publish the prices "
@@ -48,7 +71,7 @@ async def reserve(redis: Any, settings: Settings, job_id: str, payload: Generati
         )
     amount = max_cost_nanos(payload, price)
     try:
-        await budget.reserve(redis, settings.queue_namespace, tenant, job_id, amount, limits)
+        await budget.reserve(redis, settings.queue_namespace, tenant, job_id, amount, terms.limits)
     except budget.BudgetExceeded as exc:
         raise PaymentRequired(
             f"this generation may cost up to ${budget.nanos_to_usd(amount):.6f}, more than "

@@ -19,12 +19,13 @@ import asyncio
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
 
 from genq import TERMINAL, JobStatus
+from genq.cluster import run_pipelined
 from genq.events import text
 
 from .errors import Conflict, NotFound, RateLimited
@@ -70,6 +71,41 @@ class Limiter:
         this request enqueues or leaves. Raises :class:`Conflict` after ``CLAIM_WAIT``."""
         key = self.settings.keys.idempotency_claim(scoped_key)
         token = uuid.uuid4().hex
+        await self._wait_for_claim(key, token)
+        try:
+            yield
+        finally:
+            await asyncio.shield(self._release_claim(keys=[key], args=[token]))
+
+    @asynccontextmanager
+    async def claim_many(self, scoped_keys: Sequence[str]) -> AsyncIterator[dict[str, Conflict]]:
+        """:meth:`claim` for many distinct keys: the free ones are claimed in one round trip,
+        each busy one waited for as :meth:`claim` waits. Yields the keys not claimed, each with
+        its :class:`Conflict`; every other key is held inside."""
+        token = uuid.uuid4().hex
+        names = [self.settings.keys.idempotency_claim(key) for key in scoped_keys]
+        held: list[str] = []
+        refused: dict[str, Conflict] = {}
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for name in names:
+                    pipe.set(name, token, nx=True, px=CLAIM_TTL_MS)
+                taken = await pipe.execute()
+            for scoped_key, name, ok in zip(scoped_keys, names, taken, strict=True):
+                if not ok:
+                    try:
+                        await self._wait_for_claim(name, token)
+                    except Conflict as exc:
+                        refused[scoped_key] = exc
+                        continue
+                held.append(name)
+            yield refused
+        finally:
+            if held:
+                calls = [([name], [token]) for name in held]
+                await asyncio.shield(run_pipelined(self.redis, self._release_claim, calls))
+
+    async def _wait_for_claim(self, key: str, token: str) -> None:
         deadline = time.monotonic() + CLAIM_WAIT
         pause, longest = CLAIM_POLL
         while not await self.redis.set(key, token, nx=True, px=CLAIM_TTL_MS):
@@ -77,64 +113,102 @@ class Limiter:
                 raise Conflict("another request with this Idempotency-Key is still being accepted")
             await asyncio.sleep(pause * random.uniform(0.5, 1.0))
             pause = min(pause * 2, longest)
-        try:
-            yield
-        finally:
-            await asyncio.shield(self._release_claim(keys=[key], args=[token]))
 
     async def take_enqueue_token(self, tenant: str) -> None:
+        (refusal,) = await self.take_enqueue_tokens(tenant, 1)
+        if refusal is not None:
+            raise refusal
+
+    async def take_enqueue_tokens(self, tenant: str, count: int) -> list[RateLimited | None]:
+        """One token each for ``count`` items, taken in order in one round trip (as ``count``
+        calls of :meth:`take_enqueue_token`): None for an item that got one, else its
+        refusal."""
         rate, burst, _ = self.settings.limits_for(tenant)
-        allowed, wait_ms = await self._token_bucket(
-            keys=[self.settings.keys.rate(tenant)], args=[rate, burst]
+        key = self.settings.keys.rate(tenant)
+        replies = await run_pipelined(
+            self.redis, self._token_bucket, [([key], [rate, burst])] * count
         )
-        if not int(allowed):
-            raise RateLimited(
+        return [
+            None
+            if int(allowed)
+            else RateLimited(
                 f"enqueue rate limit reached ({rate:g}/s, bursts of {burst}); retry later",
                 retry_after=int(wait_ms) / 1000,
             )
+            for allowed, wait_ms in replies
+        ]
 
     async def charge_daily(self, tenant: str) -> str | None:
         """Counts one accepted generation against the tenant's quota for today (UTC, by this
         gateway's clock), or raises RateLimited until the next UTC midnight. Returns the key
         charged, for :meth:`refund_daily`; None when the tenant has no quota."""
+        (charged,) = await self.charge_daily_many(tenant, 1)
+        if isinstance(charged, RateLimited):
+            raise charged
+        return charged
+
+    async def charge_daily_many(self, tenant: str, count: int) -> list[str | RateLimited | None]:
+        """:meth:`charge_daily` for ``count`` items, in order in one round trip: each item's
+        key charged (None: no quota), or its refusal."""
         quota = self.settings.daily_quota_for(tenant)
         if not quota:
-            return None
+            return [None] * count
         now = time.time()
         day, day_ends = utc_day(now)
         key = self.settings.keys.daily_count(tenant, day)
-        charged, _ = await self._daily_quota(
-            keys=[key], args=[quota, int(day_ends) + DAILY_KEY_MARGIN]
-        )
-        if not int(charged):
-            raise RateLimited(
+        call = ([key], [quota, int(day_ends) + DAILY_KEY_MARGIN])
+        replies = await run_pipelined(self.redis, self._daily_quota, [call] * count)
+        return [
+            key
+            if int(charged)
+            else RateLimited(
                 f"daily quota reached ({quota} generations per UTC day); it resets at 00:00 UTC",
                 retry_after=day_ends - now,
             )
-        return key
+            for charged, _ in replies
+        ]
 
-    async def refund_daily(self, key: str | None) -> None:
-        """Gives back a charge of :meth:`charge_daily` (the generation was not accepted)."""
+    async def refund_daily(self, key: str | None, count: int = 1) -> None:
+        """Gives back ``count`` charges of :meth:`charge_daily` on ``key`` (generations that
+        were not accepted)."""
         if key is not None:
-            await self.redis.decr(key)
+            await self.redis.decrby(key, count)
 
     async def hold_slot(self, tenant: str, job_id: str) -> None:
         """Counts ``job_id`` against the tenant's in-flight cap, or raises RateLimited."""
+        if not await self.hold_slots(tenant, [job_id]):
+            raise self.in_flight_refusal(tenant)
+
+    async def hold_slots(self, tenant: str, job_ids: Sequence[str]) -> int:
+        """:meth:`hold_slot` for many jobs in order, in one round trip unless the cap is
+        reached: returns how many of them (the first ones) hold a slot; the others were
+        refused (and hold none), as one call per job in order would have left them."""
         _, _, cap = self.settings.limits_for(tenant)
         key = self.settings.keys.in_flight(tenant)
+        now_ms = int(time.time() * 1000)
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zadd(key, {job_id: int(time.time() * 1000)})
-            pipe.zcard(key)
+            for job_id in job_ids:
+                pipe.zadd(key, {job_id: now_ms})
+                pipe.zcard(key)
             pipe.expire(key, IN_FLIGHT_KEY_TTL)
-            _, count, _ = await pipe.execute()
-        if count > cap:
-            count = await self._prune(key)
-        if count > cap:
-            await self.redis.zrem(key, job_id)
-            raise RateLimited(
-                f"{cap} generations already in flight for this tenant; wait for one to finish",
-                retry_after=1,
-            )
+            replies = await pipe.execute()
+        counts = replies[1:-1:2]
+        if not counts or counts[-1] <= cap:
+            return len(job_ids)
+        # Past the cap: once the finished jobs are pruned, the first ones that fit keep their
+        # slot (this request's jobs are not finished, so the prune keeps them all).
+        others = await self._prune(key) - len(job_ids)
+        fit = min(len(job_ids), max(0, cap - others))
+        if fit < len(job_ids):
+            await self.redis.zrem(key, *job_ids[fit:])
+        return fit
+
+    def in_flight_refusal(self, tenant: str) -> RateLimited:
+        _, _, cap = self.settings.limits_for(tenant)
+        return RateLimited(
+            f"{cap} generations already in flight for this tenant; wait for one to finish",
+            retry_after=1,
+        )
 
     async def release(self, tenant: str, job_id: str) -> None:
         await self.redis.zrem(self.settings.keys.in_flight(tenant), job_id)

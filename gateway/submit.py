@@ -15,13 +15,15 @@ fails or turns out to be a replay.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Response
 
-from genq import Job, Queue, ReplicationTimeoutError
+from genq import Enqueued, EnqueueItem, Job, Queue, ReplicationTimeoutError
 from genq.events import text
 from genq_contract.payload import GenerationPayload, payload_fields
 from genq_contract.routing import RoutingError
@@ -79,6 +81,88 @@ async def submit(
 async def _submit(
     gateway: Gateway, principal: Principal, body: GenerationRequest, idempotency_key: str | None
 ) -> Submitted:
+    prepared = await _prepare(gateway, principal, body, idempotency_key)
+    if isinstance(prepared, Submitted):
+        return prepared
+    item = prepared.item
+    try:
+        enqueued = await prepared.queue.enqueue(
+            item.payload,
+            idempotency_key=item.idempotency_key,
+            priority=item.priority,
+            delay=item.delay,
+            job_id=item.job_id,
+            max_attempts=item.max_attempts,
+            tenant=item.tenant,
+        )
+    except BaseException as exc:
+        # Not confirmed by the replicas, the job was still written: it keeps what it took
+        # (the sweeps give it back if a failover loses it).
+        if not isinstance(exc, ReplicationTimeoutError):
+            await asyncio.shield(undo(gateway, prepared))
+        raise
+    return await finish(gateway, principal, prepared, enqueued)
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a checked request goes: its provider's queue, after how long."""
+
+    provider: str
+    queue: Queue
+    delay_ms: int
+
+
+@dataclass(eq=False)
+class Pending:
+    """A generation on its way to its enqueue: the job, and what accepting it took so far
+    (given back by :func:`undo` when it is refused or the enqueue fails or is a replay)."""
+
+    provider: str
+    queue: Queue
+    payload: GenerationPayload
+    item: EnqueueItem
+    charged: str | None = None
+    """The daily count charged (:meth:`gateway.limits.Limiter.charge_daily`), if any."""
+    reserved: bool = False
+    """Whether a budget reservation was made."""
+
+    @property
+    def job_id(self) -> str:
+        return str(self.item.job_id)
+
+    @property
+    def tenant(self) -> str:
+        return self.item.tenant
+
+
+def scoped(principal: Principal, idempotency_key: str) -> str:
+    return f"{principal.tenant}:{idempotency_key}"
+
+
+async def _prepare(
+    gateway: Gateway, principal: Principal, body: GenerationRequest, idempotency_key: str | None
+) -> Pending | Submitted:
+    """Everything before the enqueue, in order: checks, the replay lookup (a replay is
+    answered here), then the limits and the budget. Raises what a single POST answers."""
+    route = await check_route(gateway, body)
+    scoped_key = scoped(principal, idempotency_key) if idempotency_key else None
+    if scoped_key:
+        bound = await _bound_job(gateway, scoped_key)
+        if bound is not None:
+            return replay(bound, principal, body.fingerprint(), gateway, route.provider)
+    pending = draft_job(gateway, principal, body, route, scoped_key)
+    try:
+        await gateway.limiter.take_enqueue_token(pending.tenant)
+    except RateLimited:
+        gateway.metrics.refused.labels("rate").inc()
+        raise
+    await charge_one(gateway, pending)
+    return pending
+
+
+async def check_route(gateway: Gateway, body: GenerationRequest) -> Route:
+    """The checks against the settings and the routing; 422 for a request they refuse."""
     settings = gateway.settings
     if body.delay_ms > settings.max_delay_ms:
         raise Unprocessable(f"delay_ms must be at most {settings.max_delay_ms}")
@@ -97,32 +181,17 @@ async def _submit(
         if until_ms > settings.max_delay_ms:
             raise Unprocessable(f"run_at must be at most {settings.max_delay_ms} ms from now")
         delay_ms = math.ceil(until_ms)  # never before the instant asked for
+    return Route(provider, queue, delay_ms)
 
+
+def draft_job(
+    gateway: Gateway,
+    principal: Principal,
+    body: GenerationRequest,
+    route: Route,
+    scoped_key: str | None,
+) -> Pending:
     tenant = principal.tenant
-    fingerprint = body.fingerprint()
-    scoped_key = f"{tenant}:{idempotency_key}" if idempotency_key else None
-    if scoped_key:
-        bound = await _bound_job(gateway, scoped_key)
-        if bound is not None:
-            return _replay(bound, principal, fingerprint, gateway, queue_name=provider)
-
-    job_id = gateway.queues.new_job_id(provider)
-    try:
-        await gateway.limiter.take_enqueue_token(tenant)
-    except RateLimited:
-        gateway.metrics.refused.labels("rate").inc()
-        raise
-    try:
-        charged = await gateway.limiter.charge_daily(tenant)
-    except RateLimited:
-        gateway.metrics.refused.labels("daily_quota").inc()
-        raise
-    try:
-        await gateway.limiter.hold_slot(tenant, job_id)
-    except RateLimited:
-        await gateway.limiter.refund_daily(charged)
-        gateway.metrics.refused.labels("in_flight").inc()
-        raise
     payload = GenerationPayload(
         tenant=tenant,
         key_id=principal.key_id or None,  # who it runs as: workers check it is still allowed
@@ -131,52 +200,106 @@ async def _submit(
         params=body.params,
         fallbacks=body.fallbacks,
         metadata=body.metadata,
-        fingerprint=fingerprint,
+        fingerprint=body.fingerprint(),
     )
+    item = EnqueueItem(
+        payload.model_dump(),
+        idempotency_key=scoped_key,
+        priority=body.priority,
+        delay=route.delay_ms / 1000,
+        job_id=gateway.queues.new_job_id(route.provider),
+        max_attempts=body.max_attempts,  # None: the queue's GENQ_MAX_ATTEMPTS
+        tenant=tenant,  # waiting jobs are served round-robin across tenants
+    )
+    return Pending(route.provider, route.queue, payload, item)
+
+
+async def charge_one(gateway: Gateway, pending: Pending) -> None:
+    """What a generation that got its rate token pays next, in order: its daily charge, its
+    in-flight slot, its budget reservation; raises the first refusal (having given back what
+    the others took)."""
+    tenant = pending.tenant
     try:
-        reserved = await budgets.reserve(gateway.redis, settings, job_id, payload)
+        pending.charged = await gateway.limiter.charge_daily(tenant)
+    except RateLimited:
+        gateway.metrics.refused.labels("daily_quota").inc()
+        raise
+    try:
+        await gateway.limiter.hold_slot(tenant, pending.job_id)
+    except RateLimited:
+        await refund(gateway, [pending])
+        gateway.metrics.refused.labels("in_flight").inc()
+        raise
+    await reserve_budget(gateway, pending, await budget_terms(gateway, [pending]))
+
+
+async def budget_terms(gateway: Gateway, pending: list[Pending]) -> budgets.Terms | None:
+    """The budget terms ``pending`` (one tenant's) reserve on; a failed read gives back what
+    they took."""
+    models = [item.payload.model for item in pending]
+    try:
+        return await budgets.terms_for(gateway.redis, gateway.settings, pending[0].tenant, models)
+    except BaseException:
+        await asyncio.shield(undo_all(gateway, pending))
+        raise
+
+
+async def reserve_budget(gateway: Gateway, pending: Pending, terms: budgets.Terms | None) -> None:
+    try:
+        pending.reserved = await budgets.reserve(
+            gateway.redis, gateway.settings, pending.job_id, pending.payload, terms
+        )
     except BaseException as exc:
-        await asyncio.shield(_undo(gateway, tenant, job_id, charged))
+        await asyncio.shield(undo(gateway, pending))
         if isinstance(exc, PaymentRequired):
             gateway.metrics.refused.labels("budget").inc()
         raise
-    try:
-        enqueued = await queue.enqueue(
-            payload.model_dump(),
-            idempotency_key=scoped_key,
-            priority=body.priority,
-            delay=delay_ms / 1000,
-            job_id=job_id,
-            max_attempts=body.max_attempts,  # None: the queue's GENQ_MAX_ATTEMPTS
-            tenant=tenant,  # waiting jobs are served round-robin across tenants
-        )
-    except BaseException as exc:
-        # Not confirmed by the replicas, the job was still written: it keeps what it took
-        # (the sweeps give it back if a failover loses it).
-        if not isinstance(exc, ReplicationTimeoutError):
-            await asyncio.shield(_undo(gateway, tenant, job_id, charged, reserved))
-        raise
-    if enqueued.deduplicated:  # a concurrent request with the same key won the race
-        await _undo(gateway, tenant, job_id, charged, reserved)
-        job = await queue.get(enqueued.id)
+
+
+async def refund(gateway: Gateway, pending: list[Pending]) -> None:
+    """Gives back the daily charges of ``pending`` (all on one tenant's count of one day)."""
+    charged = [item for item in pending if item.charged is not None]
+    if charged:
+        await gateway.limiter.refund_daily(charged[0].charged, len(charged))
+    for item in charged:
+        item.charged = None
+
+
+async def finish(
+    gateway: Gateway, principal: Principal, pending: Pending, enqueued: Enqueued
+) -> Submitted:
+    """The answer once ``pending`` was enqueued: its generation, or, when a concurrent request
+    with the same key won the race, the replay of that one's (this one gives back all)."""
+    if enqueued.deduplicated:
+        await undo(gateway, pending)
+        job = await pending.queue.get(enqueued.id)
         if job is not None:
-            return _replay(job, principal, fingerprint, gateway, queue_name=provider)
+            return replay(
+                job, principal, pending.payload.fingerprint or "", gateway, pending.provider
+            )
         raise Unprocessable("the generation bound to this Idempotency-Key just expired; retry")
-    gateway.metrics.enqueued.labels(provider).inc()
-    return Submitted(
-        job_id, "scheduled" if delay_ms else "waiting", deduplicated=False, key_id=principal.key_id
-    )
+    gateway.metrics.enqueued.labels(pending.provider).inc()
+    status = "scheduled" if pending.item.delay else "waiting"
+    return Submitted(pending.job_id, status, deduplicated=False, key_id=principal.key_id)
 
 
-async def _undo(
-    gateway: Gateway, tenant: str, job_id: str, charged: str | None, reserved: bool = False
-) -> None:
-    """Gives back what accepting ``job_id`` took: its in-flight slot, its daily charge and
+async def undo_all(gateway: Gateway, pending: Iterable[Pending]) -> None:
+    """:func:`undo` for each of ``pending``, as far as it can: storage that failed a step
+    can fail the give-back too, and each item still gets its own answer (what is left held is
+    swept: slots of jobs that never came, reservations of jobs that do not exist)."""
+    with contextlib.suppress(Exception):
+        for item in pending:
+            await undo(gateway, item)
+
+
+async def undo(gateway: Gateway, pending: Pending) -> None:
+    """Gives back what accepting ``pending`` took: its in-flight slot, its daily charge and
     its budget reservation."""
-    await gateway.limiter.release(tenant, job_id)
-    await gateway.limiter.refund_daily(charged)
-    if reserved:
-        await budgets.release(gateway.redis, gateway.settings, tenant, job_id)
+    await gateway.limiter.release(pending.tenant, pending.job_id)
+    await refund(gateway, [pending])
+    if pending.reserved:
+        await budgets.release(gateway.redis, gateway.settings, pending.tenant, pending.job_id)
+        pending.reserved = False
 
 
 async def _until(queue: Queue, run_at: float) -> float:
@@ -187,20 +310,30 @@ async def _until(queue: Queue, run_at: float) -> float:
 
 async def _bound_job(gateway: Gateway, scoped_key: str) -> Job | None:
     """The live job an Idempotency-Key is bound to, in whichever provider queue holds it."""
+    return (await bound_jobs(gateway, [scoped_key])).get(scoped_key)
+
+
+async def bound_jobs(gateway: Gateway, scoped_keys: list[str]) -> dict[str, Job]:
+    """:func:`_bound_job` for many keys, looked up in one round trip: the keys bound."""
+    if not scoped_keys:
+        return {}
     queues: list[Queue] = [queue for _, queue in gateway.queues]
     async with gateway.redis.pipeline(transaction=False) as pipe:
-        for queue in queues:
-            pipe.get(queue.keys.idempotency(scoped_key))
+        for scoped_key in scoped_keys:
+            for queue in queues:
+                pipe.get(queue.keys.idempotency(scoped_key))
         bound_ids: list[Any] = await pipe.execute()
-    for queue, job_id in zip(queues, bound_ids, strict=True):
-        if job_id:
-            job = await queue.get(text(job_id))
+    jobs: dict[str, Job] = {}
+    for n, scoped_key in enumerate(scoped_keys):
+        for queue, job_id in zip(queues, bound_ids[n * len(queues) :], strict=False):
+            job = await queue.get(text(job_id)) if job_id else None
             if job is not None:
-                return job
-    return None
+                jobs[scoped_key] = job
+                break
+    return jobs
 
 
-def _replay(
+def replay(
     job: Job, principal: Principal, fingerprint: str, gateway: Gateway, queue_name: str
 ) -> Submitted:
     fields = payload_fields(job.payload)

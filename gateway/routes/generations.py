@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
-from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from genq import TERMINAL, Event, Job, JobStatus
@@ -26,14 +24,13 @@ from ..deps import (
     tenant_of,
 )
 from ..disconnect import unless_disconnected
-from ..errors import BadRequest, NotFound, error_response
+from ..errors import BadRequest, NotFound
 from ..records import newest_first, position, to_generation
 from ..schemas import (
     ERRORS,
     IDEMPOTENCY_KEY_PATTERN,
     BatchCreated,
     BatchItem,
-    BatchItemError,
     BatchItemFailed,
     BatchRequest,
     CancelResult,
@@ -44,6 +41,7 @@ from ..schemas import (
     WatchToken,
 )
 from ..submit import answer_created, created, submit
+from ..submit_batch import submit_many
 from ..tail import Tail
 
 router = APIRouter(prefix="/v1/generations", tags=["generations"], responses=ERRORS)
@@ -83,41 +81,27 @@ async def create_generations(
     body: BatchRequest, gateway: GatewayDep, principal: PrincipalDep, response: Response
 ) -> BatchCreated:
     """Enqueues 1 to 100 generations, each item exactly as a single POST with its own
-    ``idempotency_key`` would be (validation, limits, replays), in request order.
+    ``idempotency_key`` would be (validation, limits, replays), in request order, all of them
+    in one enqueue per provider queue (:func:`gateway.submit.submit_many`).
 
     Answers one entry per item, in order: the created (or replayed) generation, or
     ``{"error": {status, detail}}`` with the status a single POST would have answered. 200 when
     no item failed, 207 when some did. Once storage is unavailable (503) the remaining items
     get that answer without being tried."""
-    items: list[GenerationCreated | BatchItemFailed] = []
+    bodies: list[BatchItem | ValidationError] = []
     for raw in body.items:
-        unavailable = (
-            items and isinstance(items[-1], BatchItemFailed) and items[-1].error.status == 503
-        )
-        # Storage down or full: the rest would wait for the same timeouts to learn the same.
-        items.append(items[-1] if unavailable else await _batch_item(gateway, principal, raw))
+        try:
+            bodies.append(BatchItem.model_validate(raw))
+        except ValidationError as exc:
+            bodies.append(exc)
+    answers = await submit_many(gateway, principal, bodies)
+    items = [
+        a if isinstance(a, BatchItemFailed) else created(gateway, principal.tenant, a)
+        for a in answers
+    ]
     if any(isinstance(item, BatchItemFailed) for item in items):
         response.status_code = 207
     return BatchCreated(items=items)
-
-
-async def _batch_item(
-    gateway: GatewayDep, principal: PrincipalDep, raw: dict[str, Any]
-) -> GenerationCreated | BatchItemFailed:
-    try:
-        item = BatchItem.model_validate(raw)
-        submitted = await submit(gateway, principal, item, item.idempotency_key)
-    except ValidationError as exc:
-        return _failed(RequestValidationError(exc.errors()))
-    except Exception as exc:  # answered per item, as error_response answers a single POST
-        return _failed(exc)
-    return created(gateway, principal.tenant, submitted)
-
-
-def _failed(exc: Exception) -> BatchItemFailed:
-    answer = error_response(exc)
-    detail = json.loads(bytes(answer.body))["detail"]
-    return BatchItemFailed(error=BatchItemError(status=answer.status_code, detail=detail))
 
 
 @router.get("", response_model=GenerationList)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import httpx
 import pytest
+import redis.asyncio as aioredis
 
 from genq_client import APIError, AsyncClient, Client, Created
-from tests.gateway.conftest import KEY_ALPHA, LiveGateway, client_for, make_settings
+from tests.gateway.conftest import KEY_ALPHA, LiveGateway, client_for, make_settings, queue_for
 
 BATCH = "/v1/generations:batch"
 
@@ -138,3 +139,66 @@ def test_batch_client_sync_generate_many(live: LiveGateway) -> None:
     with Client(live.url, "not-a-key") as stranger, pytest.raises(APIError) as refused:
         stranger.generate_many([item("a")])
     assert refused.value.status == 401
+
+
+async def test_batch_of_100_keyed_items_is_one_enqueue_call(
+    alpha: httpx.AsyncClient, redis: aioredis.Redis, prefix: str
+) -> None:
+    sha = queue_for(redis, prefix).scripts.enqueue.sha.encode()
+    old_threshold = (await redis.config_get("slowlog-log-slower-than"))["slowlog-log-slower-than"]
+    old_len = (await redis.config_get("slowlog-max-len"))["slowlog-max-len"]
+    await redis.config_set("slowlog-max-len", 100_000)
+    await redis.config_set("slowlog-log-slower-than", 0)  # every command, with its arguments
+    try:
+        await redis.slowlog_reset()
+        answer = await alpha.post(
+            BATCH, json={"items": [item(f"p{n}", f"o-{n}") for n in range(100)]}
+        )
+        log = await redis.slowlog_get(100_000)
+    finally:
+        await redis.config_set("slowlog-log-slower-than", old_threshold)
+        await redis.config_set("slowlog-max-len", old_len)
+    assert answer.status_code == 200, answer.text
+    out = answer.json()["items"]
+    assert len({o["id"] for o in out}) == 100 and not any(o["deduplicated"] for o in out)
+    enqueues = [
+        entry
+        for entry in log
+        if entry["command"].startswith(b"EVALSHA " + sha) and prefix.encode() in entry["command"]
+    ]
+    assert len(enqueues) == 1  # one enqueue.lua call for the 100 items, not one each
+    for o in out:
+        assert (await alpha.get(f"/v1/generations/{o['id']}")).json()["status"] == "waiting"
+
+
+async def test_batch_replayed_whole_answers_200_with_the_same_generations(
+    alpha: httpx.AsyncClient,
+) -> None:
+    items = [item(f"p{n}", f"again-{n}") for n in range(100)]
+    first = await alpha.post(BATCH, json={"items": items})
+    again = await alpha.post(BATCH, json={"items": items})
+    assert (first.status_code, again.status_code) == (200, 200)
+    before, after = first.json()["items"], again.json()["items"]
+    assert [o["id"] for o in after] == [o["id"] for o in before]
+    assert all(o["deduplicated"] for o in after) and not any(o["deduplicated"] for o in before)
+
+
+async def test_batch_past_the_in_flight_cap_refuses_the_rest_and_refunds_their_quota(
+    redis_url: str, prefix: str, redis: aioredis.Redis
+) -> None:
+    settings = make_settings(
+        redis_url, prefix, tenant_limits={"alpha": {"daily_quota": 3, "max_in_flight": 2}}
+    )
+    with LiveGateway(settings) as live:
+        async with client_for(live, KEY_ALPHA) as client:
+            answer = await client.post(BATCH, json={"items": [item(f"p{n}") for n in range(4)]})
+            out = answer.json()["items"]
+            assert answer.status_code == 207
+            assert [o.get("error", {}).get("status", 202) for o in out] == [202, 202, 429, 429]
+            # One after another, items 3 and 4 meet the full cap (not the quota): each was
+            # charged and refunded, so the day counts the two accepted only.
+            assert all("in flight" in o["error"]["detail"] for o in out[2:])
+            await client.post(f"/v1/generations/{out[0]['id']}/cancel")
+            last = await client.post("/v1/generations", json=item("third"))
+            assert last.status_code == 202, last.text
+            assert "daily quota" in (await client.post("/v1/generations", json=item("x"))).text
