@@ -17,6 +17,15 @@ server clock at 1 ms resolution): median, p99, max; and the longest event-loop s
 run (LiteLLM's per-stream start and finish work, garbage collection). A buffered token waits
 through a stall and an already sent one does not, so the batched tail exceeds the window.
 
+With LiteLLM as the source, each scenario also runs batched with the LiteLLM stream switches
+off (``providers/_litellm.py``: ``set_lean_streams(False)``, LiteLLM's own methods, as when
+the issue about its CPU was filed), interleaved with the other runs, and prints the ratio
+switches on / off: tokens/s and worker CPU per token, measured in the same run.
+
+``--source openai`` streams ``openai/...`` generations from the tests' fake OpenAI-compatible
+server instead (``tests/fakes/openai_server.py``, in its own process pinned beside Redis):
+LiteLLM's path for a real hosted model, the openai SDK's parsing and a usage report included.
+The server is Python too and may limit tokens/s; worker CPU per token is the figure to read.
 ``--source raw`` replaces LiteLLM by a bare token generator, to show the emit path alone.
 
     .venv/bin/python bench/workers.py [--jobs 64] [--tokens 300] [--window-ms 10] [--repeat 3]
@@ -34,7 +43,8 @@ is not measured.
     .venv/bin/python bench/workers.py --processes 2 [--jobs 64] [--tokens 300] [--repeat 3]
 
 Each mode runs ``--repeat`` times and the fastest run is shown (other processes on a shared
-machine only ever slow a run down).
+machine only ever slow a run down); the modes of a scenario take turns, so a disturbance
+lasting a while hits each of them alike.
 """
 
 # ruff: noqa: E402  (the sys.path fix below must run before the imports)
@@ -53,9 +63,10 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,12 +75,14 @@ from redis.asyncio.client import Pipeline
 
 from genq import EnqueueItem, Queue
 from genq_cli.embedded_redis import EmbeddedRedis
+from providers._litellm import set_lean_streams
 from providers.litellm_adapter import Delta
 from workers import handler as handler_module
 from workers.run import WorkerProcess, freeze_heap
 from workers.settings import WorkerSettings
 
 POLL = 0.005
+OPENAI_MODEL = "openai/gpt-4o-mini"
 
 
 class Sent:
@@ -186,13 +199,43 @@ async def token_latencies(queue: Queue, job_id: str, produced: list[float]) -> l
 
 
 async def run_once(
-    url: str, label: str, window_ms: float, jobs: int, tokens: int, model: str, delay_ms: float
+    url: str,
+    label: str,
+    window_ms: float,
+    jobs: int,
+    tokens: int,
+    model: str,
+    delay_ms: float,
+    lean: bool = True,
+    api_base: str | None = None,
 ) -> Run:
+    """One worker serving ``jobs`` generations of ``model`` (a ``demo/...`` one, or one served
+    at ``api_base``); ``lean=False``: with LiteLLM's own stream methods (the switches of
+    ``providers/_litellm.py`` off), as before they existed."""
+    set_lean_streams(lean)
+    try:
+        return await _run_once(url, label, window_ms, jobs, tokens, model, delay_ms, api_base)
+    finally:
+        set_lean_streams(True)
+
+
+async def _run_once(
+    url: str,
+    label: str,
+    window_ms: float,
+    jobs: int,
+    tokens: int,
+    model: str,
+    delay_ms: float,
+    api_base: str | None,
+) -> Run:
+    provider = model.split("/", 1)[0]
     settings = WorkerSettings(
         redis_url=url,
         queue_namespace=f"bench-{uuid.uuid4().hex[:8]}",
-        models=["demo/*"],
-        provider_concurrency={"demo": jobs},
+        models=[f"{provider}/*"],
+        provider_concurrency={provider: jobs},
+        provider_api_bases={provider: api_base} if api_base else {},
         coalesce_window_ms=window_ms,
         lease=120.0,
     )
@@ -200,8 +243,9 @@ async def run_once(
     client = aioredis.Redis.from_url(url)
     try:
         process = WorkerProcess.build(settings, worker_client)
-        queue = Queue(client, prefix=process.queues["demo"].prefix)
-        params = {"demo_tokens": tokens, "demo_delay_ms": delay_ms}
+        queue = Queue(client, prefix=process.queues[provider].prefix)
+        # The fake OpenAI server streams as many tokens as it was started with.
+        params = {"demo_tokens": tokens, "demo_delay_ms": delay_ms} if provider == "demo" else {}
         prompts = {
             (await queue.enqueue({"model": model, "prompt": p, "params": params})).id: p
             for p in (f"bench {uuid.uuid4().hex}" for _ in range(jobs))
@@ -252,7 +296,7 @@ def pin(pid: int, cpu: int) -> None:
 def report(title: str, runs: list[Run]) -> None:
     print(f"\n{title}")
     header = (
-        f"{'emits':<18}{'tokens/s':>9}{'CPU/token':>12}{'trips/token':>12}{'sent/token':>12}"
+        f"{'emits':<22}{'tokens/s':>9}{'CPU/token':>12}{'trips/token':>12}{'sent/token':>12}"
         f"{'executed/token':>16}"
         f"{'Redis CPU/token':>17}{'token->stream p50':>19}{'p99':>9}{'max':>9}"
         f"{'loop stall':>12}"
@@ -261,13 +305,13 @@ def report(title: str, runs: list[Run]) -> None:
     print("-" * len(header))
     for r in runs:
         print(
-            f"{r.label:<18}{r.tokens_per_s:>9.0f}{r.cpu / r.tokens * 1e6:>9.1f} us"
+            f"{r.label:<22}{r.tokens_per_s:>9.0f}{r.cpu / r.tokens * 1e6:>9.1f} us"
             f"{r.trips / r.tokens:>12.3f}{r.sent / r.tokens:>12.3f}{r.executed / r.tokens:>16.2f}"
             f"{r.redis_cpu / r.tokens * 1e6:>14.1f} us{r.latency(0.5) * 1e3:>16.1f} ms"
             f"{r.latency(0.99) * 1e3:>6.1f} ms{max(r.latencies) * 1e3:>6.1f} ms"
             f"{r.stall * 1e3:>9.0f} ms"
         )
-    base, coal = runs
+    base, coal = runs[:2]
     print(
         f"  batched vs one per token: {coal.tokens_per_s / base.tokens_per_s:.1f}x tokens/s, "
         f"{(base.cpu / base.tokens) / (coal.cpu / coal.tokens):.1f}x less worker CPU per token, "
@@ -278,15 +322,56 @@ def report(title: str, runs: list[Run]) -> None:
         f"p50 {(coal.latency(0.5) - base.latency(0.5)) * 1e3:+.1f} ms, "
         f"p99 {(coal.latency(0.99) - base.latency(0.99)) * 1e3:+.1f} ms"
     )
+    if len(runs) == 3:
+        stock = runs[2]
+        print(
+            f"  LiteLLM switches on vs off (batched): "
+            f"{coal.tokens_per_s / stock.tokens_per_s:.2f}x tokens/s, "
+            f"{(stock.cpu / stock.tokens) / (coal.cpu / coal.tokens):.2f}x less worker CPU per "
+            f"token (best of the runs interleaved with each other)"
+        )
+
+
+@contextlib.contextmanager
+def fake_openai(tokens: int, delay_ms: float) -> Iterator[str]:
+    """The tests' fake OpenAI-compatible server, in a process of its own (pinned beside Redis),
+    streaming ``tokens`` tokens ``delay_ms`` apart to every request; yields its base URL."""
+    code = (
+        "import sys\n"
+        "from tests.fakes.openai_server import FakeOpenAI\n"
+        f"with FakeOpenAI(default_tokens={tokens}, default_delay={delay_ms / 1000}) as s:\n"
+        "    print(s.base_url, flush=True)\n"
+        "    sys.stdin.read()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=HERE.parent, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        base_url = proc.stdout.readline().decode().strip()
+        if not base_url:
+            raise RuntimeError("the fake OpenAI server did not start")
+        pin(proc.pid, 0)
+        yield base_url
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()  # its cue to stop
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 async def main(args: argparse.Namespace) -> None:
     source = raw_source if args.source == "raw" else handler_module.stream_chat
     handler_module.stream_chat = timed(source)  # type: ignore[assignment]
+    demo = args.source != "openai"
     scenarios = [
-        ("full speed", "demo/instant", 0.0, args.tokens),
-        ("paced, 20 ms per token", "demo/fast", 20.0, args.paced_tokens),
+        ("full speed", "demo/instant" if demo else OPENAI_MODEL, 0.0, args.tokens),
+        ("paced, 20 ms per token", "demo/fast" if demo else OPENAI_MODEL, 20.0, args.paced_tokens),
     ]
+    os.environ.setdefault("OPENAI_API_KEY", "sk-bench-0123456789abcdef")  # the fake checks none
     freeze_heap()  # as the worker process does
     with EmbeddedRedis() as server:
         assert server.pid is not None
@@ -294,16 +379,31 @@ async def main(args: argparse.Namespace) -> None:
         pin(0, 1)
         await run_once(server.url, "warm-up", args.window_ms, 4, 20, "demo/instant", 0)
         for title, model, delay_ms, tokens in scenarios:
-            runs = []
-            for label, window in (
-                ("one per token", 0.0),
-                (f"batched {args.window_ms:g} ms", args.window_ms),
-            ):
-                tries = [
-                    await run_once(server.url, label, window, args.jobs, tokens, model, delay_ms)
-                    for _ in range(args.repeat)
-                ]
-                runs.append(max(tries, key=lambda r: r.tokens_per_s))  # least disturbed run
+            modes = [
+                ("one per token", 0.0, True),
+                (f"batched {args.window_ms:g} ms", args.window_ms, True),
+            ]
+            if args.source != "raw":
+                modes.append(("batched, switches off", args.window_ms, False))
+            tries: dict[str, list[Run]] = {label: [] for label, _, _ in modes}
+            with contextlib.ExitStack() as stack:
+                api_base = None if demo else stack.enter_context(fake_openai(tokens, delay_ms))
+                for _ in range(args.repeat):  # interleaved: a disturbance hits every mode alike
+                    for label, window, lean in modes:
+                        run = await run_once(
+                            server.url,
+                            label,
+                            window,
+                            args.jobs,
+                            tokens,
+                            model,
+                            delay_ms,
+                            lean,
+                            api_base,
+                        )
+                        tries[label].append(run)
+            # The least disturbed run of each mode.
+            runs = [max(tries[label], key=lambda r: r.tokens_per_s) for label, _, _ in modes]
             report(
                 f"{title}: {args.jobs} generations x {tokens} tokens, source={args.source}", runs
             )
@@ -490,7 +590,13 @@ def parse() -> argparse.Namespace:
     p.add_argument("--tokens", type=int, default=300, help="tokens per generation, full speed")
     p.add_argument("--paced-tokens", type=int, default=100, help="tokens per paced generation")
     p.add_argument("--window-ms", type=float, default=10.0)
-    p.add_argument("--source", choices=("litellm", "raw"), default="litellm")
+    p.add_argument(
+        "--source",
+        choices=("litellm", "openai", "raw"),
+        default="litellm",
+        help="litellm: demo models; openai: an OpenAI-compatible server (the tests' fake); "
+        "raw: no LiteLLM",
+    )
     p.add_argument("--repeat", type=int, default=3, help="runs per mode; the fastest is shown")
     p.add_argument(
         "--processes",

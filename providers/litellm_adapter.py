@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from providers import demo
-from providers._litellm import litellm
+from providers._litellm import litellm, provider_reported_usage
 from providers.errors import ProviderSilenceError, to_job_error
 
 DEFAULT_SILENCE_TIMEOUT = 30.0
@@ -191,7 +191,7 @@ def _reported(response: Any) -> bool:
     chunks = getattr(response, "chunks", None)
     if chunks is None:
         return True
-    return any(getattr(chunk, "usage", None) is not None for chunk in chunks)
+    return provider_reported_usage(chunks)
 
 
 def _without_usage(delta: Delta) -> Delta | None:

@@ -50,6 +50,11 @@ from workers.metering import Metering
 
 log = logging.getLogger("workers.handler")
 
+TURN = 0.005
+"""Longest a stream runs before it lets the event loop's other work in (seconds): chunks that
+arrived together are read without a wait, and 64 such streams, or one long one, would
+otherwise hold the loop for seconds (presence, heartbeats and the other jobs with it)."""
+
 
 @dataclass
 class GenerationHandler:
@@ -168,11 +173,16 @@ class GenerationHandler:
                 # aclosing: a cancel that lands while we await Redis still closes the upstream.
                 async with contextlib.aclosing(stream):
                     meter.sending()
+                    clock = asyncio.get_running_loop().time
+                    turn_ends = clock() + TURN
                     async for delta in stream:
                         meter.observe(delta)
                         if delta.text:
                             await emitter.write(delta.text)
                         finish_reason = delta.finish_reason or finish_reason
+                        if clock() > turn_ends:
+                            await asyncio.sleep(0)
+                            turn_ends = clock() + TURN
                 await emitter.aclose()
             except Exception as exc:
                 await self._after_failure(emitter, exc)

@@ -64,8 +64,8 @@ async def test_a_registered_success_callback_still_gets_the_whole_stream() -> No
         async with asyncio.timeout(5):
             while not recorder.successes:
                 await asyncio.sleep(0.01)
-    finally:
-        litellm.callbacks = []
+    finally:  # LiteLLM copied the callback into its other lists: empty them all
+        litellm.logging_callback_manager._reset_all_callbacks()
     text = recorder.successes[0].choices[0].message.content
     assert len(re.findall(r"\S+", text)) == 7
 

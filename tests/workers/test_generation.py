@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +19,7 @@ from providers.costs import estimate_usage
 from providers.demo import DemoScript
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.workers.conftest import events_of
+from workers.run import freeze_heap
 
 OPENAI = "openai/gpt-4o-mini"
 
@@ -259,3 +266,59 @@ async def test_stop_a_demo_generation_settles_cancelled_promptly(start_workers) 
     assert seen[-1] == "cancelled"
     assert time.monotonic() - started < 1.0
     assert (await queue.get(job.id)).result is None
+
+
+@contextlib.contextmanager
+def fake_openai_process(tokens: int) -> Iterator[str]:
+    """The fake OpenAI server in a process of its own, streaming ``tokens`` tokens as fast as it
+    can to every request (faster than a worker reads them); yields its base URL."""
+    code = (
+        "import sys\n"
+        "from tests.fakes.openai_server import FakeOpenAI\n"
+        f"with FakeOpenAI(default_tokens={tokens}) as server:\n"
+        "    print(server.base_url, flush=True)\n"
+        "    sys.stdin.read()\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    with subprocess.Popen(
+        [sys.executable, "-c", code], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    ) as server:
+        assert server.stdin is not None and server.stdout is not None
+        try:
+            yield server.stdout.readline().decode().strip()
+        finally:
+            server.stdin.close()  # its cue to stop
+            server.wait(timeout=10)
+
+
+async def test_a_stream_that_arrives_at_once_leaves_the_event_loop_to_others(
+    start_workers,
+) -> None:
+    # Chunks already buffered never make the stream wait: without its own pauses the
+    # generation would hold the event loop to its end, and the worker's presence, heartbeats
+    # and other jobs with it.
+    words = 6000
+    with fake_openai_process(words) as base_url:
+        workers = await start_workers(provider_api_bases={"openai": base_url})
+        queue = workers.queues["openai"]
+        late: list[float] = []
+        done = asyncio.Event()
+
+        async def tick() -> None:
+            loop = asyncio.get_running_loop()
+            while not done.is_set():
+                due = loop.time() + 0.01
+                await asyncio.sleep(0.01)
+                late.append(loop.time() - due)
+
+        freeze_heap()  # as a worker process does: a full collection would stall it ~0.3 s here
+        ticker = asyncio.create_task(tick())
+        try:
+            job = await queue.enqueue({"model": OPENAI, "messages": user("long"), "params": {}})
+            result = await queue.wait(job.id, timeout=60)
+        finally:
+            done.set()
+            await ticker
+            gc.unfreeze()
+    assert len(result["text"].split()) == words
+    assert max(late) < 0.3, f"the event loop stalled {max(late):.2f} s"
