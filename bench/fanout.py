@@ -15,20 +15,27 @@ worker (in this process) makes every generation emit ``--rate`` chunks per secon
   what the framework costs, measured in the same run on the same (shared) machine.
 
 For each run it prints the event loop and HTTP parser each gateway process runs (uvicorn's
-``auto``: uvloop and httptools when installed); the Redis connections the gateway held (peak,
-sampled: in total from CLIENT LIST, and per process from /proc); the delay from the append (the
-stream entry id is the Redis server's clock, in ms) to the moment the viewer process read the
-event: p50 / p99 / max, and whether p99 meets the 100 ms target; the gateway's RSS per viewer;
-its CPU (the share spent in the kernel, and CPU per delivered event); and Redis CPU: in total,
-and for the read side alone (total minus a run with the same writes and no viewer). Every
-viewer must receive every chunk of its generation once, in order ("complete").
+``auto``: uvloop and httptools when installed); the Redis connections the gateway held (in
+total: the peak of CLIENT LIST, read every half second; per process: from /proc, before and
+after the events flow, as that scan of every socket takes the viewers' CPU for 70 ms at 5,000
+viewers); the delay from the append (the stream entry id is the Redis server's clock, in ms) to
+the moment the viewer process read the event: p50 / p99 / max, and whether p99 meets the 100 ms
+target; "end p99", the p99 of the terminal events alone (each viewer's last: with 50
+generations ending within 200 ms, thousands of streams end at once, and a viewer's last event
+is 2% of its events, so this is what the overall p99 shows when that goes badly); the longest
+garbage collection of a gateway process while events flowed; the gateway's RSS per viewer; its
+CPU (the share spent in the kernel, and CPU per delivered event); and Redis CPU: in total, and
+for the read side alone (total minus a run with the same writes and no viewer). Every viewer
+must receive every chunk of its generation once, in order ("complete").
 
 Processes: a dedicated Redis-protocol server per run, so its counters are this run's alone; one
 gateway process pinned to CPU 0 (with ``--workers N``, N processes on the first N CPUs); Redis,
 the worker and the viewer process on the other CPU(s). Each row runs ``--repeat`` times,
 interleaved with the other readers, and the run with the lowest p99 is shown (other processes on
 a shared machine only ever slow a run down). Every 10th viewer times each event it receives;
-the others only count theirs, so the viewer process keeps up.
+the others only count theirs, so the viewer process (on uvloop, as the gateway) keeps up. A
+viewer closes its connection as soon as it has read its terminal event, as the genq clients
+and the web page do.
 
     .venv/bin/python -m bench.fanout [--viewers 1000,5000] [--generations 50] [--rate 5]
                                      [--duration 10] [--readers shared,naive,raw] [--repeat 2]
@@ -44,6 +51,7 @@ import argparse
 import array
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import signal
@@ -75,6 +83,8 @@ SAMPLE_EVERY = 10
 SERVE_ENV = "FANOUT_SERVE"
 """How the ``serve`` role passes its settings to the app factory in each worker process."""
 INFO_TAG = "fanout-gateway: "
+GC_TAG = "fanout-gc: "
+"""How each gateway process reports, at its shutdown, the garbage collector's pauses."""
 TARGET_P99_MS = 100
 """The delivery delay the issue asks for at 5,000 viewers per process."""
 
@@ -193,7 +203,9 @@ def bench_app() -> Any:
                     gateway.tails[name] = NaiveTail(
                         conf["redis_url"], tail.keys, conf["namespace"], settings.tail_block
                     )
-            yield state
+            with gc_pauses() as pauses:
+                yield state
+            print(f"{GC_TAG}{json.dumps({'pid': os.getpid(), 'pauses': pauses})}", flush=True)
 
     app.router.lifespan_context = with_bench_reader
     if os.environ.get("FANOUT_PROFILE"):
@@ -227,6 +239,29 @@ class RawEvents:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
+@contextlib.contextmanager
+def gc_pauses(at_least_ms: float = 1.0) -> Iterator[list[tuple[float, float]]]:
+    """Records each garbage collection of at least ``at_least_ms``: (wall clock at its end,
+    milliseconds). A collection stops the whole process: every viewer waits for it."""
+    pauses: list[tuple[float, float]] = []
+    started = 0.0
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        nonlocal started
+        if phase == "start":
+            started = time.perf_counter()
+            return
+        took = (time.perf_counter() - started) * 1000
+        if took >= at_least_ms:
+            pauses.append((time.time(), took))
+
+    gc.callbacks.append(on_gc)
+    try:
+        yield pauses
+    finally:
+        gc.callbacks.remove(on_gc)
+
+
 def profile_app(app: Any, path: str) -> None:
     """cProfile from startup to shutdown (dumped by the lifespan: uvicorn re-raises SIGTERM
     once it stopped, so nothing after ``uvicorn.run`` would run)."""
@@ -254,6 +289,8 @@ def profile_app(app: Any, path: str) -> None:
 class Stats:
     def __init__(self) -> None:
         self.delays = array.array("d")
+        self.end_delays = array.array("d")
+        """The delays of the terminal events (also in ``delays``)."""
         self.connected = 0
         self.done = 0
         self.failed = 0
@@ -354,6 +391,7 @@ class Viewer(asyncio.Protocol):
                 self.ids.append((int(ms), int(seq)))
                 self.stats.delays.append(now_ms - int(ms))
             elif line in (b"event: completed", b"event: failed", b"event: cancelled"):
+                self.stats.end_delays.append(self.stats.delays[-1])
                 self._finish(ok=True)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -415,6 +453,7 @@ async def view(args: argparse.Namespace, jobs: list[str]) -> None:
                 "p50": pct(delays, 0.50),
                 "p99": pct(delays, 0.99),
                 "max": delays[-1] if delays else None,
+                "p99_end": pct(sorted(stats.end_delays), 0.99),
                 "cpu": time.process_time(),
             }
         ),
@@ -446,6 +485,12 @@ class Result:
     xreads: int
     xread_ms: float
     complete: str
+    end_p99: float | None = None
+    """p99 of the terminal events alone (each viewer's last: its stream ends after it)."""
+    window: tuple[float, float] = (0.0, 0.0)
+    """Wall clock from the first append to the last event read."""
+    gc_max_ms: float | None = None
+    """The longest garbage collection of a gateway process in ``window``."""
 
 
 def pct(values: list[float], q: float) -> float | None:
@@ -625,9 +670,23 @@ async def one_run(
                         jobs,
                         workdir,
                     )
+            logged = await asyncio.to_thread(log.read_text)
+            result.gc_max_ms = longest_gc(logged, pids, result.window)
             return result, write_cpu
         finally:
             await redis.aclose()
+
+
+def longest_gc(log: str, pids: list[int], window: tuple[float, float]) -> float:
+    """The longest pause any of ``pids`` reported (at its shutdown) within ``window``."""
+    longest = 0.0
+    for line in log.splitlines():
+        if line.startswith(GC_TAG):
+            report = json.loads(line[len(GC_TAG) :])
+            if report["pid"] in pids:
+                inside = [ms for at, ms in report["pauses"] if window[0] <= at <= window[1]]
+                longest = max([longest, *inside])
+    return longest
 
 
 GATEWAY_INFO: list[dict[str, Any]] = []
@@ -716,12 +775,15 @@ async def measure(
     per_process = connections_to(pids, run.redis_port)
 
     producer.go.set()
+    went = time.time()
     deadline = time.monotonic() + args.duration + 2
     while time.monotonic() < deadline:
         peak_connections = max(peak_connections, await gateway_connections(redis, run.namespace))
-        now = connections_to(pids, run.redis_port)
-        per_process = {pid: max(n, per_process.get(pid, 0)) for pid, n in now.items()}
         await asyncio.sleep(0.5)
+    # Not while events flow: a scan of every socket on the machine takes 70 ms of the viewers'
+    # CPU at 5,000 viewers, and each event arriving meanwhile would wait for it.
+    now = connections_to(pids, run.redis_port)
+    per_process = {pid: max(n, per_process.get(pid, 0)) for pid, n in now.items()}
     if viewer_proc is not None:
         assert viewer_proc.stdout is not None
         report = json.loads(await viewer_proc.stdout.readline())
@@ -753,6 +815,8 @@ async def measure(
         xreads=xread_after[0] - xread_before[0],
         xread_ms=(xread_after[1] - xread_before[1]) / 1000,
         complete=f"{report['complete']}/{viewers}",
+        end_p99=report.get("p99_end"),
+        window=(went, time.time()),
     )
     return result, used_redis
 
@@ -771,6 +835,8 @@ def table(results: list[Result]) -> str:
         "p50 ms",
         "p99 ms",
         "max ms",
+        "end p99 ms",
+        "GC max ms",
         "RSS/viewer KB",
         "gateway CPU s",
         "in kernel",
@@ -792,6 +858,8 @@ def table(results: list[Result]) -> str:
             fmt(r.p50),
             fmt(r.p99),
             fmt(r.max),
+            fmt(r.end_p99),
+            fmt(r.gc_max_ms),
             fmt(r.rss_per_viewer_kb),
             fmt(r.gateway_cpu, 2),
             "-" if r.kernel_share is None else f"{r.kernel_share:.0%}",
@@ -912,7 +980,13 @@ def main(argv: list[str] | None = None) -> int:
         serve(args)
         return 0
     if args.role == "view":
-        asyncio.run(view(args, json.loads(Path(args.jobs).read_text())))
+        jobs = json.loads(Path(args.jobs).read_text())
+        try:  # uvloop, as the gateway runs: the viewers should cost the machine little
+            import uvloop
+        except ImportError:
+            asyncio.run(view(args, jobs))
+        else:
+            uvloop.run(view(args, jobs))
         return 0
     return asyncio.run(orchestrate(args))
 

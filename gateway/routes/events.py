@@ -31,6 +31,7 @@ from starlette.types import Message, Receive, Scope, Send
 from genq import TERMINAL
 from genq.events import check_cursor
 
+from .._quiet import QuietGate
 from ..deps import GatewayDep, JobId, JobTenantDep, OwnedJob, load_owned_job
 from ..errors import BadRequest
 from ..schemas import ERRORS
@@ -94,10 +95,12 @@ async def generation_events(
     settings = gateway.settings
     release = gateway.streams.take(tenant)
     retry_ms = int(settings.sse_retry_ms * random.uniform(0.5, 1.5))
+    ending = _Ending(release)
+    tail = gateway.tails[owned.provider]
     # ping=0: the shared tail already sends keepalives, only to quiet streams and spread out.
     return _SlotResponse(
-        _stream(gateway.tails[owned.provider], job_id, cursor, retry_ms, settings.sse_max_duration),
-        release,
+        _stream(tail, job_id, cursor, retry_ms, settings.sse_max_duration, ending),
+        ending,
         ping=0,
         send_timeout=settings.sse_send_timeout,
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
@@ -120,17 +123,37 @@ async def _start(owned: OwnedJob, cursor: str | None) -> tuple[bool, str | None]
     return False, newest if past_end else cursor
 
 
+class _Ending:
+    """How a stream that delivered its terminal event ends: its tenant's slot is free at once,
+    the rest (the end of the response, sse-starlette's teardown) waits for a quiet moment of
+    the event loop (:class:`~gateway._quiet.QuietGate`), so that the teardown of thousands of
+    streams ending together does not hold back other viewers' events."""
+
+    __slots__ = ("release", "turn")
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self.release = release
+        """Frees the tenant's stream slot (idempotent)."""
+        self.turn: asyncio.Future[None] | None = None
+        """Set once the terminal event is on its way: done when the stream may end."""
+
+    def begin(self) -> None:
+        self.turn = QuietGate.of_this_loop().wait()
+
+
 class _SlotResponse(EventSourceResponse):
     """An event stream holding one of its tenant's stream slots until it ends, however it
     ends; a slow reader's send timeout ends it quietly rather than with a traceback.
 
     The send timeout is kept by one watchdog per event loop (:class:`_SendWatch`) instead of
     sse-starlette's cancel scope around every write, which cost more than the write itself
-    (an anyio scope and a timer per viewer and event)."""
+    (an anyio scope and a timer per viewer and event). A client that hangs up after the
+    terminal event does not hurry the stream's end (see :class:`_Ending`)."""
 
-    def __init__(self, content: AsyncIterator[bytes], release: Callable[[], None], **kw: object):
+    def __init__(self, content: AsyncIterator[bytes], ending: _Ending, **kw: object):
         super().__init__(content, **kw)  # type: ignore[arg-type]
-        self._release = release
+        self._ending = ending
+        self._release = ending.release
         self.sending_since = 0.0
         """``time.monotonic()`` when the write in progress started; 0 between writes."""
         self._sender: asyncio.Task[object] | None = None
@@ -140,8 +163,16 @@ class _SlotResponse(EventSourceResponse):
         watch = _SendWatch.of_this_loop() if self.send_timeout else None
         if watch is not None:
             watch.add(self)
+        ending = self._ending
+
+        async def receive_until_ended() -> Message:
+            message = await receive()
+            if message["type"] == "http.disconnect" and ending.turn is not None:
+                await asyncio.shield(ending.turn)  # then the stream ends by itself anyway
+            return message
+
         try:
-            await super().__call__(scope, receive, send)
+            await super().__call__(scope, receive_until_ended, send)
         except SendTimeoutError:
             log.info("closed an event stream: its client took no data for %ss", self.send_timeout)
         finally:
@@ -214,12 +245,13 @@ class _SendWatch:
 
 
 async def _stream(
-    tail: Tail, job_id: str, cursor: str | None, retry_ms: int, max_duration: float
+    tail: Tail, job_id: str, cursor: str | None, retry_ms: int, max_duration: float, ending: _Ending
 ) -> AsyncIterator[bytes]:
     """SSE bytes: ``retry:`` first, then each batch as one write (an empty one: keepalive).
 
     After ``max_duration`` the stream ends between two events; the client reconnects after
-    ``retry:`` and resumes from its last event id."""
+    ``retry:`` and resumes from its last event id. After the terminal event it ends when
+    ``ending`` lets it."""
     yield f"retry: {retry_ms}\n\n".encode()
     until = asyncio.get_running_loop().time() + max_duration
     try:
@@ -227,11 +259,15 @@ async def _stream(
             async for batch in batches:
                 if not batch:
                     yield KEEPALIVE
-                elif len(batch) == 1:
-                    yield batch[0].sse
-                else:
-                    yield b"".join([e.sse for e in batch])
+                    continue
+                if batch[-1].terminal:
+                    ending.begin()
+                yield batch[0].sse if len(batch) == 1 else b"".join([e.sse for e in batch])
     except ViewerLagged:
         return  # the client reconnects with Last-Event-ID and catches up from Redis
     except CursorRefused:
         yield REFUSED
+        return
+    if ending.turn is not None:
+        ending.release()
+        await ending.turn

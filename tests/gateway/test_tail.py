@@ -207,6 +207,30 @@ async def test_tail_viewer_leaving_unsubscribes(redis_url: str, prefix: str) -> 
         assert (r.tail.viewers, r.tail.streams) == (0, 0)
 
 
+async def test_tail_viewer_cancelled_while_waiting_leaves_the_others_waiting(
+    redis_url: str, prefix: str
+) -> None:
+    """Viewers of one stream wait on the channel together: one cancelled (its client gone)
+    must neither wake nor cancel the others, and leaves the channel."""
+    async with rig(redis_url, prefix) as r:
+        await r.append("job")
+        follows = [r.tail.follow("job") for _ in range(3)]
+        for follow in follows:
+            await anext(follow)
+        waiting = [asyncio.create_task(anext(follow)) for follow in follows]
+        await asyncio.sleep(0.05)
+        waiting[1].cancel()
+        await asyncio.sleep(0.05)
+        assert not waiting[0].done() and not waiting[2].done()
+        entry = await r.append("job")
+        for task in (waiting[0], waiting[2]):
+            assert [e.id for e in await asyncio.wait_for(task, 5)] == [entry]
+        assert waiting[1].cancelled()
+        for follow in follows:
+            await follow.aclose()
+        assert (r.tail.viewers, r.tail.streams) == (0, 0)
+
+
 async def test_tail_quiet_stream_gets_keepalive_batches(redis_url: str, prefix: str) -> None:
     async with rig(redis_url, prefix, heartbeat=0.2) as r:
         follow = r.tail.follow("quiet")
