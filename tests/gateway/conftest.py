@@ -292,6 +292,8 @@ async def read_stream(
                 await response.aread()
                 return Stream(response.status_code, [])
             assert response.headers["content-type"].startswith("text/event-stream")
+            # The start went through the middleware chain (only the body skips it).
+            assert response.headers["x-content-type-options"] == "nosniff"
             result = Stream(200, [])
             block: list[str] = []
             async for line in response.aiter_lines():
