@@ -15,8 +15,9 @@ time to spare (a timer that fired on time), or once they have waited ``MAX_WAIT`
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections import deque
+
+from ._per_loop import PerLoop
 
 TICK = 0.005
 """How often the gate looks at the event loop."""
@@ -28,25 +29,13 @@ MAX_WAIT = 5.0
 """No ending waits longer than this, however busy the loop stays."""
 
 
-class QuietGate:
+class QuietGate(PerLoop):
     """The endings waiting for a quiet moment of one event loop, in arrival order."""
 
-    _loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, QuietGate] = (
-        weakref.WeakKeyDictionary()
-    )
-
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        super().__init__(loop)
         self._waiting: deque[tuple[float, asyncio.Future[None]]] = deque()
         self._task: asyncio.Task[None] | None = None
-
-    @classmethod
-    def of_this_loop(cls) -> QuietGate:
-        loop = asyncio.get_running_loop()
-        gate = cls._loops.get(loop)
-        if gate is None:
-            gate = cls._loops[loop] = cls(loop)
-        return gate
 
     @property
     def waiting(self) -> int:

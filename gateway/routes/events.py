@@ -19,7 +19,6 @@ import contextlib
 import logging
 import random
 import time
-import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated
 
@@ -31,6 +30,7 @@ from starlette.types import Message, Receive, Scope, Send
 from genq import TERMINAL
 from genq.events import check_cursor
 
+from .._per_loop import PerLoop
 from .._quiet import QuietGate
 from ..deps import GatewayDep, JobId, JobTenantDep, OwnedJob, load_owned_job
 from ..errors import BadRequest
@@ -202,26 +202,15 @@ class _SlotResponse(EventSourceResponse):
             self._sender.cancel()
 
 
-class _SendWatch:
+class _SendWatch(PerLoop):
     """Every open stream of one event loop, checked a few times per send timeout: a write
     that has waited longer than its stream's ``send_timeout`` is ended (at most a quarter of
     the timeout late)."""
 
-    _loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _SendWatch] = (
-        weakref.WeakKeyDictionary()
-    )
-
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
         self.streams: set[_SlotResponse] = set()
         self._task: asyncio.Task[None] | None = None
-
-    @classmethod
-    def of_this_loop(cls) -> _SendWatch:
-        loop = asyncio.get_running_loop()
-        watch = cls._loops.get(loop)
-        if watch is None:
-            watch = cls._loops[loop] = cls()
-        return watch
 
     def add(self, stream: _SlotResponse) -> None:
         self.streams.add(stream)

@@ -14,7 +14,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 
 from genq.connection import RedisClient, connect
 from tests.failover.local_sentinel import LocalSentinel
-from tests.gateway.conftest import SSE, parse_block
+from tests.gateway.conftest import SSE, sse_blocks
 
 TERMINAL = {"completed", "failed", "cancelled"}
 
@@ -54,13 +54,7 @@ async def follow(http: httpx.AsyncClient, job_id: str, seen: list[SSE]) -> list[
                 if response.status_code != 200:
                     await asyncio.sleep(0.2)
                     continue
-                block: list[str] = []
-                async for line in response.aiter_lines():
-                    if line:
-                        block.append(line)
-                        continue
-                    event, _ = parse_block(block)
-                    block = []
+                async for event, _ in sse_blocks(response):
                     if event is not None:
                         seen.append(event)
         await asyncio.sleep(0.2)

@@ -257,6 +257,19 @@ class Stream:
     """The server closed the stream (rather than the reader stopping early)."""
 
 
+async def sse_blocks(
+    response: httpx.Response,
+) -> AsyncIterator[tuple[SSE | None, int | None]]:
+    """The response's SSE blocks as they arrive, each parsed by :func:`parse_block`."""
+    block: list[str] = []
+    async for line in response.aiter_lines():
+        if line:
+            block.append(line)
+            continue
+        yield parse_block(block)
+        block = []
+
+
 def parse_block(lines: list[str]) -> tuple[SSE | None, int | None]:
     fields: dict[str, list[str]] = {}
     for line in lines:
@@ -292,16 +305,10 @@ async def read_stream(
                 await response.aread()
                 return Stream(response.status_code, [])
             assert response.headers["content-type"].startswith("text/event-stream")
-            # The start went through the middleware chain (only the body skips it).
+            # The response went through the middleware chain.
             assert response.headers["x-content-type-options"] == "nosniff"
             result = Stream(200, [])
-            block: list[str] = []
-            async for line in response.aiter_lines():
-                if line:
-                    block.append(line)
-                    continue
-                event, retry = parse_block(block)
-                block = []
+            async for event, retry in sse_blocks(response):
                 if retry is not None:
                     result.retry_ms = retry
                 if event is not None:
