@@ -15,7 +15,10 @@ What is measured (every system gets the same work, in-process, one producer, one
             --batch (100), sequential batches, against the 30,000/s target. "bare enqueue.lua"
             sends genq's own script with arguments made before the clock starts, on genq's
             client (hiredis packing): the floor of the server's and the wire's share, so
-            genq's ratio to it is its Python's share.
+            genq's ratio to it is its Python's share. "server µs per enqueue": the server's own
+            time per enqueue (``INFO commandstats`` before and after each system's round,
+            least of the rounds; arq's is its MULTI/EXEC of several commands), so the gap to a
+            peer splits into what the server does and what the client does.
   drain     N no-op jobs already queued, one worker with concurrency C, timed from worker start
             until every job has settled. arq: ``max_jobs=C``, ``burst=True``, ``poll_delay``
             0.5 s unless --arq-poll-delay. SAQ: ``Worker(concurrency=C)``, its defaults (C tasks
@@ -162,7 +165,7 @@ class Row:
     """One metric: genq's figure, its peers' (None: not measured) and the targets on it.
 
     ``unit`` is "/s" (higher is better), "ms" (lower is better; the bare column then holds
-    one bare round trip) or "s".
+    one bare round trip), "µs" (the server's time per call: lower is better) or "s".
     """
 
     metric: str
@@ -180,7 +183,7 @@ def fmt(value: float | None, unit: str) -> str:
         return "-"
     if unit == "ms":
         return f"{value:.2f}" if value < 10 else f"{value:,.0f}"
-    if unit == "s":
+    if unit == "s" or unit == "µs":
         return f"{value:.1f}"
     return f"{value:,.0f}"
 
@@ -196,6 +199,8 @@ def ratio(genq: float, peer: float | None, unit: str, bare: bool = False) -> str
         return f"{genq / peer:.1f} RTT"
     if unit == "ms":
         return f"1/{peer / genq:.1f}" if genq <= peer else f"{genq / peer:.1f}x"
+    if unit == "µs":
+        return f"{genq / peer:.1f}x"
     return ""
 
 
@@ -320,6 +325,21 @@ class Bench:
                 await c.unlink(*arq_keys[start : start + 500])
         for c in self.clients:
             await c.aclose()
+
+
+async def server_usec(admin: Any) -> float:
+    """The server's own time spent in commands so far (µs, ``INFO commandstats``, INFO left out)."""
+    stats = await admin.info("commandstats")
+    return float(sum(v["usec"] for k, v in stats.items() if k != "cmdstat_info"))
+
+
+async def timed_on_server(
+    admin: Any, n: int, step: Callable[[int], Awaitable[Any]]
+) -> tuple[float, float]:
+    """``timed``, and the server's time per step (µs): what the commands cost Redis itself."""
+    before = await server_usec(admin)
+    rate = await timed(n, step)
+    return rate, (await server_usec(admin) - before) / n
 
 
 async def timed(n: int, step: Callable[[int], Awaitable[Any]]) -> float:
@@ -448,12 +468,23 @@ async def bench_enqueue(b: Bench) -> list[Row]:
     await timed(5, enqueue_batch)
     await bare_script(prepared())
     genq = saq_rate = arq_rate = many = script = 0.0
+    admin = b.client()
+    inf = float("inf")
+    server = {"genq": inf, "saq": inf, "arq": inf, "bare": inf}  # µs per call, least of rounds
+
+    async def on_server(name: str, n: int, step: Callable[[int], Awaitable[Any]]) -> float:
+        rate, usec = await timed_on_server(admin, n, step)
+        server[name] = min(server[name], usec)
+        return rate
+
     for r in range(b.args.rounds):  # alternating, best of each: the box's noise hits all
         with b.profiled("enqueue", first=r == 0):
-            genq = max(genq, await timed(n, lambda i: q.enqueue(PAYLOAD)))
-        saq_rate = max(saq_rate, await timed(n, saq_enqueue))
-        arq_rate = max(arq_rate, await timed(n, arq_enqueue))
+            genq = max(genq, await on_server("genq", n, lambda i: q.enqueue(PAYLOAD)))
+        saq_rate = max(saq_rate, await on_server("saq", n, saq_enqueue))
+        arq_rate = max(arq_rate, await on_server("arq", n, arq_enqueue))
+        before = await server_usec(admin)
         await bare_loop(b, n)
+        server["bare"] = min(server["bare"], (await server_usec(admin) - before) / n)
         script = max(script, await bare_script(prepared()))
         with b.profiled("enqueue_many", first=r == 0):
             many = max(many, size * await timed(batches, enqueue_batch))
@@ -471,6 +502,15 @@ async def bench_enqueue(b: Bench) -> list[Row]:
                 Target(">= 85% bare", genq >= 0.85 * bare),
                 Target(">= 3x arq", genq >= 3 * arq_rate),
             ],
+        ),
+        Row(
+            "server µs per enqueue",
+            "µs",
+            server["genq"],
+            server["saq"],
+            server["arq"],
+            server["bare"],
+            note="Redis's own time per call (INFO commandstats): the bare column is `return 1`",
         ),
         Row(
             "bare enqueue.lua (args premade)",

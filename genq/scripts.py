@@ -1,13 +1,17 @@
 """The Lua scripts: loading, and the return codes they share.
 
-Each state change is one file in ``genq/lua``. ``_lib.lua`` holds helpers every script uses; it
-is spliced in right after each script's ``#!lua`` line, since Redis has no include.
+Each state change is one file in ``genq/lua``. ``_lib.lua`` holds the helpers the scripts share;
+since Redis has no include, the ones a script uses (and the ones those use) are spliced in right
+after its ``#!lua`` line. Only those: the server runs a script's whole text on every call, and
+defining every helper cost each call about as much as two ``redis.call`` commands.
 ``register_script`` loads each once and reloads it after a server restart (NOSCRIPT).
 """
 
 from __future__ import annotations
 
+import re
 from enum import IntEnum
+from functools import cache
 from importlib import resources
 
 from redis.commands.core import AsyncScript
@@ -43,11 +47,50 @@ class Code(IntEnum):
     STALE_READ = 6
 
 
+DEFINITION = re.compile(r"^local (?:function )?([A-Za-z_]\w*)", re.MULTILINE)
+WORD = re.compile(r"[A-Za-z_]\w*")
+COMMENT = re.compile(r"--\[\[.*?\]\]|--[^\n]*", re.DOTALL)
+
+
+def names_in(lua: str) -> set[str]:
+    """The words of ``lua``'s code (comments left out: a helper they mention is not a use)."""
+    return set(WORD.findall(COMMENT.sub("", lua)))
+
+
+@cache
+def helpers() -> tuple[str, dict[str, str]]:
+    """``_lib.lua`` cut into its top-level definitions, each with the comments just above it:
+    (what comes before the first, {name: its text})."""
+    lines = (resources.files("genq") / "lua" / "_lib.lua").read_text().splitlines(keepends=True)
+    commentary, in_block = [], False
+    for line in lines:
+        in_block = in_block or line.startswith("--[[")
+        commentary.append(in_block or line.startswith("--") or not line.strip())
+        in_block = in_block and "]]" not in line
+    cuts: list[tuple[int, str]] = []
+    for i, line in enumerate(lines):
+        if (m := DEFINITION.match(line)) and not commentary[i]:
+            start = i
+            while start > 0 and commentary[start - 1]:
+                start -= 1
+            cuts.append((start, m.group(1)))
+    ends = [start for start, _ in cuts[1:]] + [len(lines)]
+    pieces = {name: "".join(lines[a:b]) for (a, name), b in zip(cuts, ends, strict=True)}
+    return "".join(lines[: cuts[0][0]]), pieces
+
+
 def source(name: str) -> str:
-    lua = resources.files("genq") / "lua"
-    text = (lua / f"{name}.lua").read_text()
+    """The script's text with the helpers it needs spliced in, in ``_lib.lua``'s order."""
+    text = (resources.files("genq") / "lua" / f"{name}.lua").read_text()
     shebang, _, body = text.partition("\n")
-    return f"{shebang}\n{(lua / '_lib.lua').read_text()}\n{body}"
+    preamble, pieces = helpers()
+    needed: set[str] = set()
+    pending = names_in(body) & pieces.keys()
+    while pending:
+        needed |= pending
+        pending = set().union(*(names_in(pieces[n]) for n in pending)) & pieces.keys() - needed
+    lib = "".join(text for n, text in pieces.items() if n in needed)
+    return f"{shebang}\n{preamble}{lib}\n{body}"
 
 
 class Scripts:

@@ -1,4 +1,4 @@
--- Shared helpers, spliced by genq/scripts.py into every script right after its #!lua line.
+-- Shared helpers: genq/scripts.py splices the ones a script uses into it, after its #!lua line.
 
 local function now_ms()
   local t = redis.call('TIME')

@@ -1,0 +1,216 @@
+"""What genq's scripts cost the server, counted in instructions: a figure that does not move
+with the machine's load, where a time on a shared 2-core box moves by half.
+
+It starts a Redis-protocol server (the embedded Valkey, or ``--server`` such as
+``/usr/bin/redis-server``) under valgrind's callgrind, sends the same call N times, and reads
+the instructions the server executed between two dumps (``callgrind_control``), divided by N.
+Everything the server does for a call is in it: reading and parsing the command, the script,
+the reply.
+
+  return 1              ``EVALSHA`` of ``return 1`` with enqueue.lua's keys and arguments
+  helpers of S          script S's spliced helpers (genq/scripts.py) and then ``return 1``:
+                        what S pays before its own first line; "every helper" is _lib.lua whole
+  enqueue.lua           one enqueue, no idempotency key, default tenant, into a growing queue
+  enqueue.lua - X       the same with one of its server calls left out (the script then does
+                        less than an enqueue: a measure of that call's share, nothing more)
+  per emit              a worker runs jobs that emit --emits chunks each; the server's
+                        instructions for the whole run (pick, activate, emits, settle, the
+                        worker's presence) divided by the emits
+
+    python bench/script_cost.py                      # embedded Valkey, ~2 min
+    python bench/script_cost.py --server /usr/bin/redis-server
+"""
+
+# ruff: noqa: E402  (the sys.path fix below must run before the imports)
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Run as a script, this directory comes first on sys.path and bench/queue.py would shadow the
+# standard library's ``queue``, which redis-py imports.
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+sys.path.insert(0, str(HERE.parent))
+
+import argparse
+import asyncio
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import redis
+import redis.asyncio as aioredis
+
+from genq import ActiveJob, EnqueueItem, Queue
+from genq._enqueue import enqueue_call
+from genq.cluster import Call
+from genq.scripts import helpers, source
+from genq_cli.embedded_redis import free_port, valkey_binary
+
+PAYLOAD = {"model": "demo/fast", "prompt": "hello world"}
+
+LEFT_OUT = {
+    # name: (text in enqueue.lua, what replaces it)
+    "existence check": (
+        "local status = redis.call('HGET', job, 'status')",
+        "local status = nil",
+    ),
+    "clock": ("now = now_ms()", "now = 1764600000000"),
+    "sequence": ("first = redis.call('INCR', seq)", "first = 5"),
+    "ready set": ("later('ZADD', ready, rank, id)", ""),
+    "tenant's line": ("later('ZADD', B.lines, 0, tenant .. '\\0' .. rank .. '\\0' .. id)", ""),
+    "turn check": ("      take_turn(tenant)\n    else", "    else"),
+    "record": ("redis.call('HSET', job, unpack(fields))", ""),
+    "job index": ("later('ZADD', B.index, 0, entry)", ""),
+    "tenant's index": ("later('ZADD', B.tindex, 0, tenant .. '\\0' .. entry)", ""),
+    "doorbell": ("    ring_doorbell(signal)\n  end\n  return replies", "  end\n  return replies"),
+}
+
+
+class Counted:
+    """A server under callgrind; ``instructions()`` returns what it executed since the last."""
+
+    def __init__(self, server: str) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="genq-script-cost-"))
+        self.port = free_port()
+        out = self.dir / "callgrind.%p"
+        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", server]
+        command += ["--port", str(self.port), "--save", "", "--appendonly", "no"]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        self.redis = redis.Redis(port=self.port)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.redis.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise RuntimeError(f"{server} did not start under callgrind") from None
+                time.sleep(0.2)
+        self.instructions()
+
+    def instructions(self) -> int:
+        pid = str(self.process.pid)
+        subprocess.run(["callgrind_control", "--dump", pid], capture_output=True, check=True)
+        dumps = sorted(self.dir.glob(f"callgrind.{pid}.*"), key=lambda p: int(p.suffix[1:]))
+        found = re.search(r"^summary: (\d+)", dumps[-1].read_text(), re.MULTILINE)
+        if found is None:
+            raise RuntimeError(f"no summary line in {dumps[-1]}")
+        return int(found.group(1))
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextmanager
+def counted(server: str) -> Iterator[Counted]:
+    c = Counted(server)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def per_call(c: Counted, script: str, calls: list[Call]) -> float:
+    """Instructions per call of ``script`` over ``calls`` (the first 20 warm up, uncounted)."""
+    sha = c.redis.script_load(script)
+    for keys, args in calls[:20]:
+        c.redis.evalsha(sha, len(keys), *keys, *args)
+    c.instructions()
+    for keys, args in calls[20:]:
+        c.redis.evalsha(sha, len(keys), *keys, *args)
+    return c.instructions() / (len(calls) - 20)
+
+
+def preamble(name: str) -> str:
+    """Script ``name`` up to its own first line (its docstring), then ``return 1``."""
+    text = source(name)
+    return text[: text.index("\n--[[\n")] + "\nreturn 1"
+
+
+def every_helper() -> str:
+    lead, pieces = helpers()
+    return "#!lua\n" + lead + "".join(pieces.values()) + "\nreturn 1"
+
+
+def without(script: str, name: str) -> str:
+    text, replacement = LEFT_OUT[name]
+    if text not in script:
+        raise SystemExit(f"enqueue.lua changed: update LEFT_OUT[{name!r}] in {__file__}")
+    return script.replace(text, replacement, 1)
+
+
+async def per_emit(c: Counted, jobs: int, emits: int) -> float:
+    queue = Queue(aioredis.Redis(port=c.port), prefix="bench-emit")
+
+    async def handler(job: ActiveJob) -> str:
+        for i in range(emits):
+            await job.emit(f"token {i} ")
+        return "done"
+
+    # presence 30 s: under callgrind the server runs tens of times slower than usual
+    async with queue.worker(handler, concurrency=1, presence=30):
+        await queue.wait((await queue.enqueue(PAYLOAD)).id, timeout=600)
+        c.instructions()
+        for job in [(await queue.enqueue(PAYLOAD)).id for _ in range(jobs)]:
+            await queue.wait(job, timeout=600)
+        total = c.instructions()
+    await queue.redis.aclose()
+    return total / (jobs * emits)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--server", default=str(valkey_binary()), help="server binary (embedded Valkey)")
+    p.add_argument("--calls", type=int, default=400, help="calls per figure (400)")
+    p.add_argument("--jobs", type=int, default=3, help="jobs in the emit figure (3)")
+    p.add_argument("--emits", type=int, default=200, help="emits per job (200)")
+    args = p.parse_args()
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        raise SystemExit("needs valgrind (callgrind and callgrind_control) on PATH")
+
+    rows: list[tuple[str, float]] = []
+    with counted(args.server) as c:
+        info = c.redis.info("server")
+        name = "valkey" if "valkey_version" in info else "redis"
+        version = info.get("valkey_version") or info["redis_version"]
+        queue = Queue(aioredis.Redis(port=c.port), prefix="bench-enqueue")
+
+        def fresh(n: int) -> list[Call]:
+            return [enqueue_call(queue, EnqueueItem(PAYLOAD)) for _ in range(n)]
+
+        same = fresh(1) * (args.calls + 20)
+        rows.append(("return 1", per_call(c, "return 1", same)))
+        rows.append(("every helper", per_call(c, every_helper(), same)))
+        for script in ("enqueue", "pick", "activate", "emit", "settle"):
+            rows.append((f"helpers of {script}.lua", per_call(c, preamble(script), same)))
+        enqueue = source("enqueue")
+        rows.append(("enqueue.lua", per_call(c, enqueue, fresh(args.calls + 20))))
+        for left_out in LEFT_OUT:
+            c.redis.flushall()
+            script = without(enqueue, left_out)
+            rows.append((f"enqueue.lua - {left_out}", per_call(c, script, fresh(args.calls + 20))))
+        c.redis.flushall()
+        rows.append(("per emit", asyncio.run(per_emit(c, args.jobs, args.emits))))
+
+    base = dict(rows)["return 1"]
+    full = dict(rows)["enqueue.lua"]
+    print(f"server instructions per call: {name} {version} under callgrind, {args.calls} calls")
+    print(f"{'call':34s} {'instructions':>12s} {'vs return 1':>11s} {'its share':>10s}")
+    for label, count in rows:
+        share = f"{full - count:+,.0f}" if label.startswith("enqueue.lua - ") else ""
+        print(f"{label:34s} {count:12,.0f} {count / base:10.1f}x {share:>10s}")
+    print("(its share: enqueue.lua minus the row, what the call left out cost)")
+
+
+if __name__ == "__main__":
+    main()
