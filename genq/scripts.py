@@ -89,7 +89,7 @@ def source(name: str) -> str:
     while pending:
         needed |= pending
         pending = set().union(*(names_in(pieces[n]) for n in pending)) & pieces.keys() - needed
-    lib = "".join(text for n, text in pieces.items() if n in needed)
+    lib = "".join(piece for n, piece in pieces.items() if n in needed)
     return f"{shebang}\n{preamble}{lib}\n{body}"
 
 

@@ -242,10 +242,17 @@ class Stack:
             base_url=self.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=40
         )
 
-    def result(self, job_id: str, timeout: float = 30.0) -> dict[str, Any]:
-        """The terminal record (``GET .../result``), failing if it did not end in time."""
+    def result(self, job_id: str, timeout: float = 60.0) -> dict[str, Any]:
+        """The terminal record (``GET .../result``, asked again while it answers 202), failing
+        if it did not end in time. The default leaves room for a worker just started: on a
+        loaded 2-core machine its imports (LiteLLM) have taken 28 s."""
+        deadline = time.monotonic() + timeout
         with self.client() as client:
-            response = client.get(f"/v1/generations/{job_id}/result", params={"timeout": timeout})
+            while True:
+                wait = max(0.0, min(30.0, deadline - time.monotonic()))
+                response = client.get(f"/v1/generations/{job_id}/result", params={"timeout": wait})
+                if response.status_code != 202 or time.monotonic() >= deadline:
+                    break
         assert response.status_code == 200, (
             f"{job_id} did not finish: {response.status_code} {response.text}"
         )
