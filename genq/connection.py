@@ -279,8 +279,10 @@ class _HiredisPacking:
 
     It also turns a write on a connection torn down under it (the peer reset it, or another
     task disconnected it) into the ``ConnectionError`` it is: redis-py lets asyncio's
-    ``AttributeError``/``TypeError`` through there (redis/redis-py#4287), and those escape
-    every retry that expects a connection error. redis-py has already dropped the connection."""
+    ``AttributeError``/``TypeError`` through there (redis/redis-py#4287), and uvloop's
+    ``RuntimeError`` ("the handler is closed": a gateway answered 500 with it while a Sentinel
+    failover reset a fresh connection), and those escape every retry that expects a
+    connection error. redis-py has already dropped the connection."""
 
     def pack_command(self, *args: Any) -> list[bytes]:
         first = args[0]
@@ -292,6 +294,10 @@ class _HiredisPacking:
         try:
             await super().send_packed_command(command, check_health)  # type: ignore[misc]
         except (AttributeError, TypeError) as exc:
+            raise RedisConnectionError(f"connection closed while writing ({exc})") from exc
+        except RuntimeError as exc:
+            if "closed" not in str(exc):
+                raise
             raise RedisConnectionError(f"connection closed while writing ({exc})") from exc
 
 

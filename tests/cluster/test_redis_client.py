@@ -6,6 +6,7 @@ Against real servers: the session's single server (``redis_url``) and the local 
 from __future__ import annotations
 
 import pytest
+import uvloop
 from redis.asyncio import BlockingConnectionPool, Connection, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import SSLConnection
@@ -75,6 +76,35 @@ async def test_a_write_on_a_connection_torn_down_under_it_is_a_connection_error(
     finally:
         await connection.disconnect()
         await client.aclose()
+
+
+def test_a_write_on_a_transport_closed_under_it_is_a_connection_error_on_uvloop(
+    redis_url: str,
+) -> None:
+    """The same on uvloop (the gateway's loop), where the write raises ``RuntimeError`` ("the
+    handler is closed") when the transport was reset between connect and the first write."""
+
+    class Aborted(hiredis_packing(Connection)):  # type: ignore[misc]
+        armed = False
+
+        async def check_health(self) -> None:
+            if self.armed:
+                self._writer.transport.abort()
+
+    async def scenario() -> None:
+        client = connect(redis_url)
+        connection = Aborted(**client.connection_pool.connection_kwargs)
+        try:
+            await connection.connect()
+            connection.armed = True
+            with pytest.raises(RedisConnectionError, match="closed while writing"):
+                await connection.send_packed_command(connection.pack_command("PING"))
+            assert not connection.is_connected
+        finally:
+            await connection.disconnect()
+            await client.aclose()
+
+    uvloop.run(scenario())
 
 
 async def test_connect_keyword_arguments_override_the_defaults(redis_url: str) -> None:
