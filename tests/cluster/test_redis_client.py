@@ -5,6 +5,8 @@ Against real servers: the session's single server (``redis_url``) and the local 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import uvloop
 from redis.asyncio import BlockingConnectionPool, Connection, Redis
@@ -50,6 +52,23 @@ async def test_connect_packs_commands_with_hiredis_and_sends_what_redis_py_would
         await client.aclose()
 
 
+async def write_after_teardown(redis_url: str, connection_class: type[Connection]) -> None:
+    """Connects, lets ``connection_class`` tear its connection down (``armed``) just before
+    the next write, and checks that write raises ``ConnectionError`` with the connection
+    dropped."""
+    client = connect(redis_url)
+    connection: Any = connection_class(**client.connection_pool.connection_kwargs)
+    try:
+        await connection.connect()
+        connection.armed = True
+        with pytest.raises(RedisConnectionError, match="closed while writing"):
+            await connection.send_packed_command(connection.pack_command("PING"))
+        assert not connection.is_connected
+    finally:
+        await connection.disconnect()
+        await client.aclose()
+
+
 async def test_a_write_on_a_connection_torn_down_under_it_is_a_connection_error(
     redis_url: str,
 ) -> None:
@@ -64,18 +83,7 @@ async def test_a_write_on_a_connection_torn_down_under_it_is_a_connection_error(
             if self.armed:
                 await self.disconnect()
 
-    client = connect(redis_url)
-    kwargs = client.connection_pool.connection_kwargs
-    connection = TornDown(**kwargs)
-    try:
-        await connection.connect()
-        connection.armed = True
-        with pytest.raises(RedisConnectionError, match="closed while writing"):
-            await connection.send_packed_command(connection.pack_command("PING"))
-        assert not connection.is_connected
-    finally:
-        await connection.disconnect()
-        await client.aclose()
+    await write_after_teardown(redis_url, TornDown)
 
 
 def test_a_write_on_a_transport_closed_under_it_is_a_connection_error_on_uvloop(
@@ -91,20 +99,7 @@ def test_a_write_on_a_transport_closed_under_it_is_a_connection_error_on_uvloop(
             if self.armed:
                 self._writer.transport.abort()
 
-    async def scenario() -> None:
-        client = connect(redis_url)
-        connection = Aborted(**client.connection_pool.connection_kwargs)
-        try:
-            await connection.connect()
-            connection.armed = True
-            with pytest.raises(RedisConnectionError, match="closed while writing"):
-                await connection.send_packed_command(connection.pack_command("PING"))
-            assert not connection.is_connected
-        finally:
-            await connection.disconnect()
-            await client.aclose()
-
-    uvloop.run(scenario())
+    uvloop.run(write_after_teardown(redis_url, Aborted))
 
 
 async def test_connect_keyword_arguments_override_the_defaults(redis_url: str) -> None:
