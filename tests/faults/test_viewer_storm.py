@@ -122,9 +122,23 @@ class SSEViewer:
         self.ended = False
 
     async def follow(self, http: httpx.AsyncClient, connected: asyncio.Semaphore | None) -> None:
+        for _ in range(10):
+            if await self._follow_once(http, connected):
+                return
+        raise AssertionError(f"{self.job_id}: ten reconnects answered 503")
+
+    async def _follow_once(
+        self, http: httpx.AsyncClient, connected: asyncio.Semaphore | None
+    ) -> bool:
+        """One connection, read to its end (True); False when the gateway answered 503 (its
+        pool waited too long for Redis in the storm), after waiting its Retry-After, as genq's
+        clients do."""
         headers = {"Last-Event-ID": self.events[-1].id} if self.events else {}
         url = f"/v1/generations/{self.job_id}/events"
         async with http.stream("GET", url, headers=headers) as response:
+            if response.status_code == 503:
+                await asyncio.sleep(float(response.headers["Retry-After"]))
+                return False
             assert response.status_code == 200, response.status_code
             if connected is not None:
                 connected.release()
@@ -139,6 +153,7 @@ class SSEViewer:
                     self.events.append(Event(block["id"], block["event"], data))
                 block = {}
         self.ended = True
+        return True
 
 
 async def count_gateway_connections(redis: Any) -> int:
