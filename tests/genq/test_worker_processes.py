@@ -148,11 +148,13 @@ async def test_worker_process_settling_after_losing_its_lease_cannot_overwrite_n
     # A's heartbeats could not reach Redis for a lease's length), and B takes the job over.
     # A's handler then returns: its settle meets an *active* job held by B's token, and only
     # the token fences it. The lease is ended by editing its score, so the timing is exact.
-    a = await spawn("A", delay=0.01, linger=1.5, heartbeat=LEASE * 0.95)
+    # A lingers 5 s (starting B can take seconds on a loaded machine) on a 10 s lease whose
+    # heartbeat (9.5 s) cannot come first; B lingers longer, so A's settle lands mid-attempt 2.
+    a = await spawn("A", delay=0.01, linger=5.0, lease=10.0, heartbeat=9.5)
     job = await queue.enqueue({"chunks": 2})
     watchers.append(watcher := Watcher(queue, job.id))
     await a.expect("emit", id=job.id, attempt=1, n=1)
-    b = await spawn("B", delay=0.01, linger=3.0)  # B lingers too: A's settle lands mid-attempt 2
+    b = await spawn("B", delay=0.01, linger=6.0)
     await a.expect("emit", id=job.id, attempt=1, n=2)
     assert await redis.zadd(queue.keys.leases, {job.id: 0}, xx=True, ch=True) == 1
     await redis.lpush(queue.keys.signal, "1")  # wake B now rather than at its next poll
