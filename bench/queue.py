@@ -333,15 +333,6 @@ async def server_usec(admin: Any) -> float:
     return float(sum(v["usec"] for k, v in stats.items() if k != "cmdstat_info"))
 
 
-async def timed_on_server(
-    admin: Any, n: int, step: Callable[[int], Awaitable[Any]]
-) -> tuple[float, float]:
-    """``timed``, and the server's time per step (µs): what the commands cost Redis itself."""
-    before = await server_usec(admin)
-    rate = await timed(n, step)
-    return rate, (await server_usec(admin) - before) / n
-
-
 async def timed(n: int, step: Callable[[int], Awaitable[Any]]) -> float:
     """Runs ``step(i)`` n times in sequence; returns calls/s."""
     start = time.perf_counter()
@@ -472,19 +463,19 @@ async def bench_enqueue(b: Bench) -> list[Row]:
     inf = float("inf")
     server = {"genq": inf, "saq": inf, "arq": inf, "bare": inf}  # µs per call, least of rounds
 
-    async def on_server(name: str, n: int, step: Callable[[int], Awaitable[Any]]) -> float:
-        rate, usec = await timed_on_server(admin, n, step)
-        server[name] = min(server[name], usec)
+    async def on_server(name: str, run: Awaitable[float]) -> float:
+        """``run`` (n calls; its rate), noting the server's own time per call (µs)."""
+        before = await server_usec(admin)
+        rate = await run
+        server[name] = min(server[name], (await server_usec(admin) - before) / n)
         return rate
 
     for r in range(b.args.rounds):  # alternating, best of each: the box's noise hits all
         with b.profiled("enqueue", first=r == 0):
-            genq = max(genq, await on_server("genq", n, lambda i: q.enqueue(PAYLOAD)))
-        saq_rate = max(saq_rate, await on_server("saq", n, saq_enqueue))
-        arq_rate = max(arq_rate, await on_server("arq", n, arq_enqueue))
-        before = await server_usec(admin)
-        await bare_loop(b, n)
-        server["bare"] = min(server["bare"], (await server_usec(admin) - before) / n)
+            genq = max(genq, await on_server("genq", timed(n, lambda i: q.enqueue(PAYLOAD))))
+        saq_rate = max(saq_rate, await on_server("saq", timed(n, saq_enqueue)))
+        arq_rate = max(arq_rate, await on_server("arq", timed(n, arq_enqueue)))
+        await on_server("bare", bare_loop(b, n))
         script = max(script, await bare_script(prepared()))
         with b.profiled("enqueue_many", first=r == 0):
             many = max(many, size * await timed(batches, enqueue_batch))

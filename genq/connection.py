@@ -293,10 +293,8 @@ class _HiredisPacking:
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         try:
             await super().send_packed_command(command, check_health)  # type: ignore[misc]
-        except (AttributeError, TypeError) as exc:
-            raise RedisConnectionError(f"connection closed while writing ({exc})") from exc
-        except RuntimeError as exc:
-            if "closed" not in str(exc):
+        except (AttributeError, TypeError, RuntimeError) as exc:
+            if isinstance(exc, RuntimeError) and "closed" not in str(exc):
                 raise
             raise RedisConnectionError(f"connection closed while writing ({exc})") from exc
 

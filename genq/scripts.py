@@ -79,8 +79,10 @@ def helpers() -> tuple[str, dict[str, str]]:
     return "".join(lines[: cuts[0][0]]), pieces
 
 
+@cache
 def source(name: str) -> str:
-    """The script's text with the helpers it needs spliced in, in ``_lib.lua``'s order."""
+    """The script's text with the helpers it needs spliced in, in ``_lib.lua``'s order (made
+    once per process: every queue's ``Scripts`` registers the same texts)."""
     text = (resources.files("genq") / "lua" / f"{name}.lua").read_text()
     shebang, _, body = text.partition("\n")
     preamble, pieces = helpers()
