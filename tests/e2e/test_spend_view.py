@@ -30,14 +30,11 @@ from tests.gateway.test_usage_metrics import Metered, settle_usage, tokens
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-TODAY = datetime.datetime.now(datetime.UTC).date()
-
 USAGE = [
     Metered("alpha", "demo/fast", tokens(1200, 3400, 0, 0.0057)),
     Metered("alpha", "openai/gpt-4o-mini", tokens(50_000, 20_000, 10_000, 0.0195), "openai"),
     Metered("beta", "demo/slow", tokens(900, 100, 0, 0.0006), attempts=2),
 ]
-TEN_DAYS_AGO = TODAY - datetime.timedelta(days=10)
 OLD = {"prompt_tokens": 7, "completion_tokens": 8, "cost_nanos": 2_000_000_000, "attempts": 1}
 """gamma's usage ten days ago: only the 30-day range shows it."""
 
@@ -67,9 +64,22 @@ def meter(stack: Stack) -> None:
         pool.submit(lambda: asyncio.run(go())).result(30)
 
 
-def server_usage(stack: Stack, days: int, group_by: str) -> dict[str, Any]:
-    first = TODAY - datetime.timedelta(days=days - 1)
-    params = {"from": str(first), "to": str(TODAY), "group_by": group_by, "tenant": "*"}
+def page_range(page: Page, days: int) -> tuple[str, str]:
+    """The UTC days the page asked the server for, once its total line names a range of
+    ``days``: the page and the test agree on the range even when a run crosses midnight."""
+    found = page.wait_for_function(
+        """days => {
+          const m = /from (\\d{4}-\\d\\d-\\d\\d) to (\\d{4}-\\d\\d-\\d\\d)/
+            .exec(document.getElementById("spend-total").textContent);
+          return m && (Date.parse(m[2]) - Date.parse(m[1])) / 86400000 === days - 1 && [m[1], m[2]];
+        }""",
+        arg=days,
+    ).json_value()
+    return found[0], found[1]
+
+
+def server_usage(stack: Stack, span: tuple[str, str], group_by: str) -> dict[str, Any]:
+    params = {"from": span[0], "to": span[1], "group_by": group_by, "tenant": "*"}
     with stack.client(admin=True) as client:
         response = client.get("/v1/usage", params=params)
     assert response.status_code == 200, response.text
@@ -116,7 +126,8 @@ def section_screenshot(page: Page, test: str, suffix: str) -> None:
 
 def check_range(page: Page, stack: Stack, days: int) -> dict[str, Any]:
     """The page's table, total and bars equal the server's answer for the last ``days``."""
-    by_model = server_usage(stack, days, "tenant,model")
+    span = page_range(page, days)
+    by_model = server_usage(stack, span, "tenant,model")
     rows = page.locator("#spend-models tbody tr")
     expect(rows).to_have_count(len(by_model["data"]))
     expect(page.locator("#spend-total")).to_contain_text(usd(by_model["total"]["cost_usd"]))
@@ -128,7 +139,7 @@ def check_range(page: Page, stack: Stack, days: int) -> dict[str, Any]:
         f"{total['attempts']:,}",
         usd(total["cost_usd"]),
     ]
-    by_day = server_usage(stack, days, "day,tenant")
+    by_day = server_usage(stack, span, "day,tenant")
     assert bars(page) == expected_bars(by_day)
     return by_model
 
@@ -138,7 +149,8 @@ def test_spend_view_charts_usage_by_tenant_and_model_over_both_ranges(
 ) -> None:
     with running_stack(redis_url, request.node.name, workers=0) as stack:
         meter(stack)
-        seed_past_day(stack, TEN_DAYS_AGO, "gamma", "demo/fast")
+        ten_days_ago = datetime.datetime.now(datetime.UTC).date() - datetime.timedelta(days=10)
+        seed_past_day(stack, ten_days_ago, "gamma", "demo/fast")
         # And one real generation: the demo worker meters it (estimated, at the demo price).
         stack.start_worker()
         job = stack.submit({"model": "demo/fast", "prompt": "Count my tokens"})
@@ -160,13 +172,14 @@ def test_spend_view_charts_usage_by_tenant_and_model_over_both_ranges(
         # Today's bar, by keyboard: the readout names each tenant's cost.
         page.focus("#spend-chart")
         page.keyboard.press("End")
-        today = server_usage(stack, 1, "tenant")
+        today_is = page_range(page, 7)[1]
+        today = server_usage(stack, (today_is, today_is), "tenant")
         for row in today["data"]:
             expect(page.locator("#spend-readout")).to_contain_text(
                 f"{row['tenant']} {usd(row['cost_usd'])}"
             )
         expect(page.locator("#spend-readout")).to_contain_text(
-            f"{TODAY}: {usd(today['total']['cost_usd'])}"
+            f"{today_is}: {usd(today['total']['cost_usd'])}"
         )
 
         thirty.click()
@@ -175,7 +188,7 @@ def test_spend_view_charts_usage_by_tenant_and_model_over_both_ranges(
         expect(page.locator("#spend-models tbody")).to_contain_text("gamma")
         month = check_range(page, stack, 30)
         assert {r["tenant"] for r in month["data"]} == tenants | {"gamma"}
-        assert (str(TEN_DAYS_AGO), "gamma", 2.0) in bars(page)
+        assert (str(ten_days_ago), "gamma", 2.0) in bars(page)
         section_screenshot(page, screenshot.name, "desktop")
 
         seven.click()
