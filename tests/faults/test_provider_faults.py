@@ -91,7 +91,10 @@ async def workers(
         backoff=0.05,
         max_backoff=0.2,
         max_attempts=6,
-        silence_timeout=1.5,  # a hang costs this; a slow first chunk on a busy box must not
+        # A hang costs this. A loaded box must not reach it before a request is sent (LiteLLM
+        # builds each request in a thread first: an attempt cut short there never reaches the
+        # provider, and the counts below would be one short).
+        silence_timeout=3.0,
         result_ttl=30.0,
     )
     # LiteLLM's first call in a process loads provider modules (seconds on a busy machine):
