@@ -641,15 +641,25 @@ async function loadModels() {
   updateButtons();
 }
 
+const addressedJob = () => new URLSearchParams(location.search).get("job");
+
 async function resumeFromAddress() {
-  const id = new URLSearchParams(location.search).get("job");
+  const id = addressedJob();
   if (!id) return;
+  if (job?.id !== id) {
+    // Another generation's text and status must not stand under this address while its
+    // token is fetched (Back to a running one showed the other's "Completed" meanwhile).
+    resetForJob(null);
+    showJob(id);
+    setStatus("waiting", "Connecting…");
+  }
   const saved = local.getJSON(jobKey(id));
   let token = saved?.token;
   let eventsUrl = saved?.eventsUrl;
   if (!token) {
     // Not started in this browser: the job's owner (this API key) can get a new watch token.
     const fresh = await newWatchToken(id);
+    if (addressedJob() !== id) return; // the address moved on meanwhile: its own call follows it
     token = fresh?.watch_token;
     eventsUrl = fresh?.events_url;
   }
@@ -691,7 +701,7 @@ async function init() {
 $("recent-more").addEventListener("click", loadOlder);
 window.addEventListener("popstate", () => {
   saveSnapshotNow();
-  if (new URLSearchParams(location.search).get("job")) resumeFromAddress();
+  if (addressedJob()) resumeFromAddress();
 });
 
 init();

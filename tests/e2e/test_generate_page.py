@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 
 from tests.e2e.browser import (
     PHONE,
@@ -366,9 +366,18 @@ def test_generate_page_lists_recent_generations_and_reopens_them(stack: Stack, p
     expect(page.locator("#status")).to_have_text("Completed", timeout=LONG)
     expect(page.locator("#output")).to_have_text(stack.result(oldest)["text"])
 
-    # Back: the running one again, resumed to its end without a duplicated word.
-    page.go_back()
+    # Back: the running one again, resumed to its end without a duplicated word. Until its
+    # watch token (held here) arrives, the other generation's text and status are gone.
+    held: list[Route] = []
+    page.route("**/v1/generations/*/token", lambda route: held.append(route))
+    with page.expect_request("**/v1/generations/*/token"):
+        page.go_back()
     expect(page).to_have_url(re.compile(rf"\?job={re.escape(slow)}$"))
+    expect(page.locator("#status")).to_have_text("Connecting…")
+    expect(page.locator("#output")).to_have_text("")
+    assert len(held) == 1
+    held[0].continue_()
+    page.unroute("**/v1/generations/*/token")
     expect(page.locator("#status")).to_have_text("Completed", timeout=LONG)
     assert output_text(page) == stack.result(slow)["text"]
     expect(page.locator(f'#recent a[data-job-id="{slow}"] .badge')).to_have_text("completed")
