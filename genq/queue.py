@@ -107,7 +107,8 @@ class Queue(QueueBase):
 
     async def enqueue_many(self, items: Iterable[EnqueueItem]) -> list[Enqueued]:
         """Adds many jobs in one round trip: each item is one ``enqueue`` (same checks, same
-        idempotency), taken in order by one script call per 500 items. Outcomes come in item
+        idempotency), taken in order by one script call per 20 items, each call written while
+        the next is made. Outcomes come in item
         order. Each call is atomic; the batch as a whole is not a transaction.
 
         An item that fails (a bad option, or :class:`JobExistsError` for a live custom id)

@@ -1,16 +1,23 @@
-"""Queue.enqueue_many: a pipeline of enqueue.lua calls, one per item, outcomes in order."""
+"""Queue.enqueue_many: enqueue.lua calls of CHUNK items each, written as they are made, outcomes
+in item order."""
 
 from __future__ import annotations
 
 import contextlib
+import math
+import time
+from collections.abc import Callable, Iterator
 from urllib.parse import urlparse
 
 import pytest
+import redis as redis_sync
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff
+from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 
 from genq import Enqueued, EnqueueItem, EnqueueManyError, JobExistsError, JobStatus, Queue
+from genq._enqueue import CHUNK
+from genq.connection import connect
 from tests.faults.invariants import check_invariants
 from tests.faults.proxy import Proxy
 
@@ -168,10 +175,10 @@ async def _evalsha_calls(redis: aioredis.Redis) -> int:
     return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
 
 
-async def test_enqueue_many_batch_of_100_is_one_script_call(queue):
+async def test_enqueue_many_batch_of_100_is_a_few_script_calls(queue):
     before = await _evalsha_calls(queue.redis)
     done = await queue.enqueue_many([EnqueueItem({"n": n}) for n in range(100)])
-    assert await _evalsha_calls(queue.redis) - before == 1
+    assert await _evalsha_calls(queue.redis) - before == math.ceil(100 / CHUNK)  # not 100
     k = queue.keys
     ready = [i.decode() for i in await queue.redis.zrange(k.ready, 0, -1)]
     assert ready == [e.id for e in done]  # FIFO in item order
@@ -181,9 +188,71 @@ async def test_enqueue_many_batch_of_100_is_one_script_call(queue):
     assert await queue.redis.llen(k.signal) == 100  # one ring per job, for idle workers
 
 
-async def test_enqueue_many_large_batch_goes_in_chunks_of_one_round_trip(queue):
-    from genq._enqueue import CHUNK
+def waited_for(check: Callable[[], bool], seconds: float = 10.0) -> bool:
+    """Blocks (the event loop too, as a producer's own work does) until ``check`` holds."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
+
+async def test_enqueue_many_writes_each_chunk_as_soon_as_it_is_made(queue, redis_url):
+    # The server runs the first chunk while the producer is still making the next items.
+    watcher = redis_sync.Redis.from_url(redis_url)
+    ran_first: list[bool] = []
+    await queue.redis.script_load(queue.scripts.enqueue.script)  # no NOSCRIPT round first
+
+    def items() -> Iterator[EnqueueItem]:
+        for n in range(3 * CHUNK):
+            if n == CHUNK:  # the first chunk is made: it must have gone out, and run
+                ran_first.append(waited_for(lambda: watcher.zcard(queue.keys.ready) == CHUNK))
+            yield EnqueueItem({"n": n})
+
+    try:
+        done = await queue.enqueue_many(items())
+    finally:
+        watcher.close()
+    assert ran_first == [True]
+    ready = [i.decode() for i in await queue.redis.zrange(queue.keys.ready, 0, -1)]
+    assert len(done) == 3 * CHUNK and ready == [e.id for e in done]
+
+
+async def test_enqueue_many_connection_killed_mid_batch_makes_each_job_once(redis_url, prefix):
+    # The batch's connection dies after its first chunk ran: the client's retry (one, as genq
+    # gives a Sentinel client) sends every chunk made so far again (the first is recognised by
+    # its nonces), then the rest.
+    client = connect(redis_url, retry=Retry(NoBackoff(), 1))
+    queue = Queue(client, prefix)
+    killer = redis_sync.Redis.from_url(redis_url)
+    await client.script_load(queue.scripts.enqueue.script)
+    batch_connection = await client.client_id()  # the pool's one idle connection
+    killed: list[int] = []
+
+    def items() -> Iterator[EnqueueItem]:
+        for n in range(3 * CHUNK):
+            if n == CHUNK:
+                assert waited_for(lambda: killer.zcard(queue.keys.ready) == CHUNK)
+                killed.append(killer.client_kill_filter(_id=batch_connection))
+            yield EnqueueItem({"n": n}, idempotency_key=f"k{n}" if n % 2 else None)
+
+    try:
+        done = await queue.enqueue_many(items())
+        assert killed == [1]
+        assert len({e.id for e in done}) == 3 * CHUNK and not any(e.deduplicated for e in done)
+        assert int(await queue.redis.get(queue.keys.seq)) == 3 * CHUNK  # each body ran once
+        ready = [i.decode() for i in await queue.redis.zrange(queue.keys.ready, 0, -1)]
+        assert ready == [e.id for e in done]
+        for n, e in enumerate(done):
+            assert (await queue.get(e.id)).payload == {"n": n}
+        await check_invariants(queue, [e.id for e in done], settled=False)
+    finally:
+        killer.close()
+        await client.aclose()
+
+
+async def test_enqueue_many_large_batch_goes_in_chunks_of_one_round_trip(queue):
     n = 2 * CHUNK + 1
     before = await _evalsha_calls(queue.redis)
     done = await queue.enqueue_many(
@@ -284,3 +353,23 @@ async def test_enqueue_many_writes_what_one_by_one_enqueues_write(redis, prefix)
     records = states[0]["records"]
     assert records["done"][b"payload"] == b'"p6"' and records["done"][b"status"] == b"waiting"
     assert records["live"][b"payload"] == b'"old"' and records["j1"][b"payload"] == b'"p1"'
+
+
+async def test_enqueue_many_of_only_bad_items_needs_no_server():
+    # Nothing to send: the batch fails on its items alone, without a connection.
+    queue = Queue(connect("redis://127.0.0.1:1"), "nowhere")
+    with pytest.raises(EnqueueManyError) as caught:
+        await queue.enqueue_many([EnqueueItem({}, priority=5000)])
+    assert isinstance(caught.value.results[0], ValueError)
+    await queue.redis.aclose()
+
+
+async def test_enqueue_many_on_a_single_connection_client(redis_url, prefix):
+    client = connect(redis_url, single_connection_client=True)
+    try:
+        queue = Queue(client, prefix)
+        done = await queue.enqueue_many([EnqueueItem({"n": n}) for n in range(2 * CHUNK + 3)])
+        ready = [i.decode() for i in await client.zrange(queue.keys.ready, 0, -1)]
+        assert ready == [e.id for e in done] and len(done) == 2 * CHUNK + 3
+    finally:
+        await client.aclose()

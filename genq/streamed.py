@@ -1,0 +1,92 @@
+"""Script calls written to one connection as they are made; their replies read after the last.
+
+A batch made item by item (``Queue.enqueue_many``) costs the producer's CPU per item and the
+server's time per item. Built whole and then sent as one pipeline, the two run one after the
+other; here each call is written as soon as it is made, so the server runs one call while the
+producer makes the next. One connection: the server runs the calls in the order they were made.
+
+On a Cluster client, or one holding a single connection of its own, the calls are made first and
+sent with :func:`genq.cluster.run_pipelined`.
+A lost connection (or a reply that never came) is handled by the client's own retry policy, as
+for a pipeline: the connection is dropped and every call made so far is sent again before the
+rest. A NOSCRIPT loads the script and sends every call again. Both are safe: every genq script
+is safe to run twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from itertools import chain
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.connection import AbstractConnection
+from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError, ResponseError
+
+from .cluster import Call, run_pipelined
+from .connection import RedisClient
+
+
+async def run_streamed(redis: RedisClient, script: AsyncScript, calls: Iterable[Call]) -> list[Any]:
+    """Runs ``script`` once per call, in order, writing each call as ``calls`` yields it;
+    returns the replies. The first error reply is raised once every reply was read."""
+    pending = iter(calls)
+    first = next(pending, None)
+    if first is None:
+        return []  # nothing to send: no connection taken
+    pending = chain([first], pending)
+    if isinstance(redis, Redis) and not redis.single_connection_client:
+        return await _streamed(redis, script, pending)
+    return await run_pipelined(redis, script, list(pending))
+
+
+async def _streamed(redis: Redis, script: AsyncScript, pending: Iterator[Call]) -> list[Any]:
+    made: list[Call] = []
+    try:
+        return await _on_one_connection(redis, script, pending, made)
+    except NoScriptError:
+        script.sha = await redis.script_load(script.script)
+        return await run_pipelined(redis, script, [*made, *pending])
+
+
+async def _on_one_connection(
+    redis: Redis, script: AsyncScript, pending: Iterator[Call], made: list[Call]
+) -> list[Any]:
+    pool = redis.connection_pool
+    conn: AbstractConnection = await pool.get_connection()  # type: ignore[no-untyped-call]
+
+    def kept() -> Iterator[Call]:
+        for call in pending:
+            made.append(call)
+            yield call
+
+    async def attempt() -> list[Any]:
+        count = 0
+        for keys, args in chain(list(made), kept()):
+            packed = conn.pack_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            await conn.send_packed_command(packed, check_health=count == 0)
+            count += 1
+        replies: list[Any] = []
+        error: ResponseError | None = None
+        for _ in range(count):
+            try:
+                replies.append(await conn.read_response())
+            except ResponseError as exc:  # the reply was read whole: the connection is in step
+                error = error or exc
+        if error is not None:
+            raise error
+        return replies
+
+    async def drop(error: Exception) -> None:
+        await conn.disconnect()
+
+    try:
+        return await conn.retry.call_with_retry(attempt, drop)
+    except ResponseError:
+        raise  # every reply was read: the connection is in step
+    except BaseException:
+        await conn.disconnect()  # replies may be unread: the connection is out of step
+        raise
+    finally:
+        await pool.release(conn)
