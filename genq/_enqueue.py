@@ -171,7 +171,8 @@ async def enqueue_batch(queue: QueueBase, items: Iterable[EnqueueItem]) -> list[
     """
     results: list[Enqueued | Exception] = []
     sent: list[tuple[int, str]] = []  # (item index, job id) in the order sent
-    calls = chunk_calls(queue, items, results, sent)
+    # Taken whole first: an iterable that raises half-way sends nothing.
+    calls = chunk_calls(queue, list(items), results, sent)
     acknowledged = 0
     if queue.durable_replicas:
         made = list(calls)
@@ -203,8 +204,9 @@ def chunk_calls(
     sent: list[tuple[int, str]],
 ) -> Iterator[Call]:
     """``enqueue.lua``'s calls for ``items``, :data:`CHUNK` items each, made as they are taken.
-    Each item's outcome slot is appended to ``results`` (its ValueError, for a bad option:
-    that item is not sent) and each sent item to ``sent``."""
+    Each item's outcome slot is appended to ``results`` (for a bad option, its ValueError; for
+    a payload the codec refuses, its ValueError or TypeError: that item is not sent) and each
+    sent item to ``sent``."""
     static = static_keys(queue.keys)
     keys: list[str] = []
     args: list[Any] = []
@@ -214,7 +216,7 @@ def chunk_calls(
                 queue, item.payload, item.idempotency_key, item.priority, item.delay,
                 item.job_id, item.max_attempts, item.idempotency_ttl, item.tenant,
             )  # fmt: skip
-        except ValueError as exc:
+        except (ValueError, TypeError) as exc:
             results.append(exc)
             continue
         if not args:

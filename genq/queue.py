@@ -108,11 +108,12 @@ class Queue(QueueBase):
     async def enqueue_many(self, items: Iterable[EnqueueItem]) -> list[Enqueued]:
         """Adds many jobs in one round trip: each item is one ``enqueue`` (same checks, same
         idempotency), taken in order by one script call per 20 items, each call written while
-        the next is made. Outcomes come in item
-        order. Each call is atomic; the batch as a whole is not a transaction.
+        the next is made. Outcomes come in item order. Each call is atomic; the batch as a
+        whole is not a transaction.
 
-        An item that fails (a bad option, or :class:`JobExistsError` for a live custom id)
-        does not stop the others: every other item is enqueued, and then
+        An item that fails (a bad option, a payload the codec cannot encode, or
+        :class:`JobExistsError` for a live custom id) does not stop the others: every other
+        item is enqueued, and then
         :class:`EnqueueManyError` is raised with ``results``, one per item: its
         :class:`Enqueued` or its exception. Two items with one idempotency key make one job
         (the later one is ``deduplicated``). Safe to resend, as ``enqueue`` is.

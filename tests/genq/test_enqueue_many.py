@@ -7,6 +7,7 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest
@@ -17,6 +18,7 @@ from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 
 from genq import Enqueued, EnqueueItem, EnqueueManyError, JobExistsError, JobStatus, Queue
 from genq._enqueue import CHUNK
+from genq.codecs import JsonCodec
 from genq.connection import connect
 from tests.faults.invariants import check_invariants
 from tests.faults.proxy import Proxy
@@ -198,24 +200,35 @@ def waited_for(check: Callable[[], bool], seconds: float = 10.0) -> bool:
     return True
 
 
-async def test_enqueue_many_writes_each_chunk_as_soon_as_it_is_made(queue, redis_url):
-    # The server runs the first chunk while the producer is still making the next items.
+class WhenMade(JsonCodec):
+    """JSON, and ``on_item(n)`` called as the producer encodes item ``{"n": n}``: a hook into
+    the making of a batch's calls."""
+
+    def __init__(self, on_item: Callable[[int], None]) -> None:
+        self.on_item = on_item
+
+    def encode(self, value: Any) -> str:
+        self.on_item(value["n"])
+        return super().encode(value)
+
+
+async def test_enqueue_many_writes_each_chunk_as_soon_as_it_is_made(redis, redis_url, prefix):
+    # The server runs the first chunk while the producer is still making the next one.
     watcher = redis_sync.Redis.from_url(redis_url)
     ran_first: list[bool] = []
-    await queue.redis.script_load(queue.scripts.enqueue.script)  # no NOSCRIPT round first
 
-    def items() -> Iterator[EnqueueItem]:
-        for n in range(3 * CHUNK):
-            if n == CHUNK:  # the first chunk is made: it must have gone out, and run
-                ran_first.append(waited_for(lambda: watcher.zcard(queue.keys.ready) == CHUNK))
-            yield EnqueueItem({"n": n})
+    def on_item(n: int) -> None:
+        if n == CHUNK:  # the first chunk is made: it must have gone out, and run
+            ran_first.append(waited_for(lambda: watcher.zcard(queue.keys.ready) == CHUNK))
 
+    queue = Queue(redis, prefix, codec=WhenMade(on_item))
+    await redis.script_load(queue.scripts.enqueue.script)  # no NOSCRIPT round first
     try:
-        done = await queue.enqueue_many(items())
+        done = await queue.enqueue_many([EnqueueItem({"n": n}) for n in range(3 * CHUNK)])
     finally:
         watcher.close()
     assert ran_first == [True]
-    ready = [i.decode() for i in await queue.redis.zrange(queue.keys.ready, 0, -1)]
+    ready = [i.decode() for i in await redis.zrange(queue.keys.ready, 0, -1)]
     assert len(done) == 3 * CHUNK and ready == [e.id for e in done]
 
 
@@ -224,25 +237,26 @@ async def test_enqueue_many_connection_killed_mid_batch_makes_each_job_once(redi
     # gives a Sentinel client) sends every chunk made so far again (the first is recognised by
     # its nonces), then the rest.
     client = connect(redis_url, retry=Retry(NoBackoff(), 1))
-    queue = Queue(client, prefix)
     killer = redis_sync.Redis.from_url(redis_url)
-    await client.script_load(queue.scripts.enqueue.script)
-    batch_connection = await client.client_id()  # the pool's one idle connection
     killed: list[int] = []
 
-    def items() -> Iterator[EnqueueItem]:
-        for n in range(3 * CHUNK):
-            if n == CHUNK:
-                assert waited_for(lambda: killer.zcard(queue.keys.ready) == CHUNK)
-                killed.append(killer.client_kill_filter(_id=batch_connection))
-            yield EnqueueItem({"n": n}, idempotency_key=f"k{n}" if n % 2 else None)
+    def on_item(n: int) -> None:
+        if n == CHUNK and not killed:
+            assert waited_for(lambda: killer.zcard(queue.keys.ready) == CHUNK)
+            killed.append(killer.client_kill_filter(_id=batch_connection))
 
+    queue = Queue(client, prefix, codec=WhenMade(on_item))
+    await client.script_load(queue.scripts.enqueue.script)
+    batch_connection = await client.client_id()  # the pool's one idle connection
+    items = [
+        EnqueueItem({"n": n}, idempotency_key=f"k{n}" if n % 2 else None) for n in range(3 * CHUNK)
+    ]
     try:
-        done = await queue.enqueue_many(items())
+        done = await queue.enqueue_many(items)
         assert killed == [1]
         assert len({e.id for e in done}) == 3 * CHUNK and not any(e.deduplicated for e in done)
-        assert int(await queue.redis.get(queue.keys.seq)) == 3 * CHUNK  # each body ran once
-        ready = [i.decode() for i in await queue.redis.zrange(queue.keys.ready, 0, -1)]
+        assert int(await client.get(queue.keys.seq)) == 3 * CHUNK  # each body ran once
+        ready = [i.decode() for i in await client.zrange(queue.keys.ready, 0, -1)]
         assert ready == [e.id for e in done]
         for n, e in enumerate(done):
             assert (await queue.get(e.id)).payload == {"n": n}
@@ -250,6 +264,30 @@ async def test_enqueue_many_connection_killed_mid_batch_makes_each_job_once(redi
     finally:
         killer.close()
         await client.aclose()
+
+
+async def test_enqueue_many_payload_the_codec_refuses_fails_alone(queue):
+    items = [EnqueueItem({"n": n}) for n in range(2 * CHUNK)]
+    items[CHUNK + 3] = EnqueueItem({"n": object()})  # JSON cannot encode it
+    with pytest.raises(EnqueueManyError) as caught:
+        await queue.enqueue_many(items)
+    results = caught.value.results
+    assert isinstance(results[CHUNK + 3], TypeError)
+    made = [r for r in results if isinstance(r, Enqueued)]
+    assert len(made) == 2 * CHUNK - 1 and (await queue.stats()).waiting == 2 * CHUNK - 1
+
+
+async def test_enqueue_many_iterable_that_raises_sends_nothing(queue):
+    def items() -> Iterator[EnqueueItem]:
+        for n in range(3 * CHUNK):
+            if n == 2 * CHUNK:
+                raise RuntimeError("the producer's source failed")
+            yield EnqueueItem({"n": n})
+
+    with pytest.raises(RuntimeError, match="source failed"):
+        await queue.enqueue_many(items())
+    assert (await queue.stats()).waiting == 0
+    assert await queue.redis.get(queue.keys.seq) is None
 
 
 async def test_enqueue_many_large_batch_goes_in_chunks_of_one_round_trip(queue):
