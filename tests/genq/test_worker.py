@@ -154,3 +154,31 @@ async def test_worker_emit_many_batches_jobs_and_keeps_emit_meaning(queue):
         release.set()
         assert await queue.wait(ids[0], timeout=5) == "a"
     assert [ev.data async for ev in queue.watch(ids[0])] == ["a-1", "a"]
+
+
+async def test_worker_settles_arriving_together_share_round_trips(queue, redis):
+    # Ten handlers end while the server holds writes: the first settle waits in flight, the
+    # nine that arrive meanwhile go together in the next round trip, each still settled.
+    release = asyncio.Event()
+    started: list[str] = []
+
+    async def handler(job):
+        started.append(job.id)
+        await release.wait()
+        return f"done {job.payload['n']}"
+
+    ids = [(await queue.enqueue({"n": n})).id for n in range(10)]
+    async with queue.worker(handler, concurrency=10) as worker:
+        for _ in range(500):
+            if len(started) == 10:
+                break
+            await asyncio.sleep(0.01)
+        assert sorted(started) == sorted(ids)
+        await redis.execute_command("CLIENT", "PAUSE", 500, "WRITE")
+        release.set()
+        results = [await queue.wait(job_id, timeout=15) for job_id in ids]
+    assert results == [f"done {n}" for n in range(10)]
+    assert worker.settles.settled == 10
+    assert worker.settles.round_trips <= 3  # one each would be 10
+    for job_id in ids:
+        assert (await queue.get(job_id)).status == JobStatus.COMPLETED
