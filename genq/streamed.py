@@ -42,24 +42,15 @@ async def run_streamed(redis: RedisClient, script: AsyncScript, calls: Iterable[
 
 
 async def _streamed(redis: Redis, script: AsyncScript, pending: Iterator[Call]) -> list[Any]:
-    made: list[Call] = []
-    try:
-        return await _on_one_connection(redis, script, pending, made)
-    except NoScriptError:
-        script.sha = await redis.script_load(script.script)
-        return await run_pipelined(redis, script, [*made, *pending])
-
-
-async def _on_one_connection(
-    redis: Redis, script: AsyncScript, pending: Iterator[Call], made: list[Call]
-) -> list[Any]:
-    pool = redis.connection_pool
-    conn: AbstractConnection = await pool.get_connection()  # type: ignore[no-untyped-call]
+    made: list[Call] = []  # every call taken from ``pending`` so far: what a retry sends again
 
     def kept() -> Iterator[Call]:
         for call in pending:
             made.append(call)
             yield call
+
+    pool = redis.connection_pool
+    conn: AbstractConnection = await pool.get_connection()  # type: ignore[no-untyped-call]
 
     async def attempt() -> list[Any]:
         count = 0
@@ -83,10 +74,14 @@ async def _on_one_connection(
 
     try:
         return await conn.retry.call_with_retry(attempt, drop)
+    except NoScriptError:
+        pass  # every reply was read: the connection is in step; load and send again below
     except ResponseError:
-        raise  # every reply was read: the connection is in step
+        raise
     except BaseException:
         await conn.disconnect()  # replies may be unread: the connection is out of step
         raise
     finally:
         await pool.release(conn)
+    script.sha = await redis.script_load(script.script)
+    return await run_pipelined(redis, script, [*made, *pending])

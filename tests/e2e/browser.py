@@ -38,6 +38,7 @@ import pytest
 
 from genq.keys import Keys
 from genq_cli.embedded_redis import free_port
+from tests.polling import waited_for
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
@@ -342,11 +343,8 @@ def wait_until(
     predicate: Callable[[], bool], timeout: float, message: str, poll: float = 0.05
 ) -> None:
     """For conditions outside the page (a process, a fake server); pages use Playwright waits."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(message)
-        time.sleep(poll)
+    if not waited_for(predicate, timeout, poll):
+        raise AssertionError(message)
 
 
 # -- fixtures (registered for tests/e2e by its conftest.py) ---------------------------------

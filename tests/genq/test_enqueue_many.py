@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlparse
@@ -22,6 +21,7 @@ from genq.codecs import JsonCodec
 from genq.connection import connect
 from tests.faults.invariants import check_invariants
 from tests.faults.proxy import Proxy
+from tests.polling import waited_for
 
 
 async def test_enqueue_many_returns_outcomes_in_item_order(queue):
@@ -188,16 +188,6 @@ async def test_enqueue_many_batch_of_100_is_a_few_script_calls(queue):
     assert await queue.redis.zcard(k.lines) == 100
     assert (await queue.job_counts())["waiting"] == 100
     assert await queue.redis.llen(k.signal) == 100  # one ring per job, for idle workers
-
-
-def waited_for(check: Callable[[], bool], seconds: float = 10.0) -> bool:
-    """Blocks (the event loop too, as a producer's own work does) until ``check`` holds."""
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 class WhenMade(JsonCodec):
