@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from redis.exceptions import NoScriptError
-
 from ._queue_base import QueueBase, ms
 from .cluster import Call, run_durably
 from .errors import EnqueueManyError, JobExistsError, ReplicationTimeoutError
@@ -121,24 +119,16 @@ def enqueue_call(queue: QueueBase, item: EnqueueItem) -> Call:
 async def run_enqueue(
     queue: QueueBase, keys: Sequence[str], args: Sequence[Any]
 ) -> tuple[Any, int]:
-    """``enqueue.lua`` for one item (``item_call``'s keys and arguments), as a bare ``EVALSHA``
-    (redis-py's ``Script`` call adds a few microseconds); after a server restart it loads the
-    script and sends it again. Returns the reply and how many replicas confirmed it (with
-    durable acceptance off: 0, and no ``WAIT`` is sent)."""
-    script, redis = queue.scripts.enqueue, queue.redis
+    """``enqueue.lua`` for one item (``item_call``'s keys and arguments). Returns the reply and
+    how many replicas confirmed it (with durable acceptance off: 0, and no ``WAIT`` is sent)."""
+    script = queue.scripts.enqueue
     static = static_keys(queue.keys)
     if queue.durable_replicas:
         replies, acknowledged = await run_durably(
-            redis, script, [([*static, *keys], args)], *durability(queue)
+            queue.redis, script, [([*static, *keys], args)], *durability(queue)
         )
         return replies[0], acknowledged
-    count = len(static) + len(keys)
-    try:
-        reply = await redis.execute_command("EVALSHA", script.sha, count, *static, *keys, *args)
-    except NoScriptError:
-        script.sha = await redis.script_load(script.script)  # on a cluster: every primary
-        reply = await redis.execute_command("EVALSHA", script.sha, count, *static, *keys, *args)
-    return reply, 0
+    return await script(keys=(*static, *keys), args=args), 0
 
 
 def durability(queue: QueueBase) -> tuple[int, int]:

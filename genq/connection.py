@@ -26,6 +26,7 @@ the sentinels alone); the ``ssl_*`` options apply to both.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, TypeAlias
 from urllib.parse import parse_qsl, unquote, urlencode
 
@@ -43,6 +44,7 @@ from redis.asyncio.sentinel import (
 )
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 RedisClient: TypeAlias = Redis | RedisCluster
 """The clients genq works on: a single node's or a cluster's (``redis.asyncio``)."""
@@ -282,7 +284,9 @@ class _HiredisPacking:
     ``AttributeError``/``TypeError`` through there (redis/redis-py#4287), and uvloop's
     ``RuntimeError`` ("the handler is closed": a gateway answered 500 with it while a Sentinel
     failover reset a fresh connection), and those escape every retry that expects a
-    connection error. redis-py has already dropped the connection."""
+    connection error. redis-py has already dropped the connection.
+
+    And it writes without the task redis-py makes for each write (``_write``)."""
 
     def pack_command(self, *args: Any) -> list[bytes]:
         first = args[0]
@@ -292,11 +296,39 @@ class _HiredisPacking:
 
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         try:
-            await super().send_packed_command(command, check_health)  # type: ignore[misc]
+            if not (self.is_connected and isinstance(command, list)):  # type: ignore[attr-defined]
+                await super().send_packed_command(command, check_health)  # type: ignore[misc]
+                return
+            if check_health:
+                await self.check_health()  # type: ignore[attr-defined]
+            await self._write(command)
         except (AttributeError, TypeError, RuntimeError) as exc:
             if isinstance(exc, RuntimeError) and "closed" not in str(exc):
                 raise
             raise RedisConnectionError(f"connection closed while writing ({exc})") from exc
+
+    async def _write(self, command: list[bytes]) -> None:
+        """redis-py's write, without the ``asyncio.wait_for`` it wraps every write in: that
+        makes a task per command (26 µs of a 143 µs round trip on this 2-core machine). The
+        socket timeout still bounds the one wait a write can have, a drain of what the socket
+        did not take; errors drop the connection and raise what redis-py raises."""
+        writer = self._writer  # type: ignore[attr-defined]
+        try:
+            if writer.transport.is_closing():  # a reset one takes writes silently
+                raise ConnectionResetError("the connection is closing")
+            writer.writelines(command)
+            if writer.transport.get_write_buffer_size():
+                async with asyncio.timeout(self.socket_timeout):  # type: ignore[attr-defined]
+                    await writer.drain()
+        except TimeoutError:
+            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
+            raise RedisTimeoutError("Timeout writing to socket") from None
+        except OSError as exc:
+            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
+            raise RedisConnectionError(f"connection closed while writing ({exc})") from exc
+        except BaseException:
+            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
+            raise
 
 
 _PACKING: dict[type, type] = {}

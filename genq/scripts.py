@@ -10,14 +10,20 @@ defining every helper cost each call about as much as two ``redis.call`` command
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from enum import IntEnum
 from functools import cache
 from importlib import resources
+from typing import Any
 
+from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
 
 from .connection import RedisClient
 from .errors import JobExistsError, JobLeaseLostError, JobNotFoundError
+from .streamed import run_one
 
 NAMES = (
     "enqueue",
@@ -95,27 +101,50 @@ def source(name: str) -> str:
     return f"{shebang}\n{preamble}{lib}\n{body}"
 
 
+class Script(AsyncScript):
+    """A registered script whose calls on a single node's pooled client skip redis-py's
+    per-command bookkeeping (:func:`genq.streamed.run_one`); on a cluster, a client holding one
+    connection, or a pipeline, it is redis-py's ``AsyncScript`` as it is."""
+
+    async def __call__(
+        self,
+        keys: Sequence[Any] | None = None,
+        args: Iterable[Any] | None = None,
+        client: Any = None,
+    ) -> Any:
+        client = self.registered_client if client is None else client
+        lean = isinstance(client, Redis) and not isinstance(client, Pipeline)
+        if not lean or client.single_connection_client:
+            return await super().__call__(keys, args, client)
+        keys, args = keys or (), tuple(args or ())
+        try:
+            return await run_one(client, self.sha, keys, args)
+        except NoScriptError:
+            self.sha = await client.script_load(self.script)
+            return await run_one(client, self.sha, keys, args)
+
+
 class Scripts:
     """One registered script per state change, bound to a client."""
 
     def __init__(self, redis: RedisClient) -> None:
         for name in NAMES:
-            setattr(self, name, redis.register_script(source(name)))
+            setattr(self, name, Script(redis, source(name)))
 
-    enqueue: AsyncScript
-    pick: AsyncScript
-    activate: AsyncScript
-    emit: AsyncScript
-    heartbeat: AsyncScript
-    settle: AsyncScript
-    cancel: AsyncScript
-    reclaim: AsyncScript
-    retry: AsyncScript
-    purge_dead: AsyncScript
-    delete: AsyncScript
-    cooldown: AsyncScript
-    clear_cooldown: AsyncScript
-    presence: AsyncScript
+    enqueue: Script
+    pick: Script
+    activate: Script
+    emit: Script
+    heartbeat: Script
+    settle: Script
+    cancel: Script
+    reclaim: Script
+    retry: Script
+    purge_dead: Script
+    delete: Script
+    cooldown: Script
+    clear_cooldown: Script
+    presence: Script
 
 
 def raise_for(code: int, job_id: str) -> None:

@@ -5,6 +5,9 @@ Against real servers: the session's single server (``redis_url``) and the local 
 
 from __future__ import annotations
 
+import asyncio
+import socket
+import time
 from typing import Any
 
 import pytest
@@ -14,6 +17,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import SSLConnection
 from redis.crc import key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from genq.connection import DEFAULTS, connect, hiredis_packing, is_cluster_url
 from genq_cli.embedded_redis import free_port
@@ -100,6 +104,41 @@ def test_a_write_on_a_transport_closed_under_it_is_a_connection_error_on_uvloop(
                 self._writer.transport.abort()
 
     uvloop.run(write_after_teardown(redis_url, Aborted))
+
+
+async def test_a_write_the_server_does_not_take_times_out_and_drops_the_connection() -> None:
+    """genq writes without redis-py's per-write ``asyncio.wait_for``; the socket timeout must
+    still bound a write that has to wait: here a peer that answers the connection's handshake
+    and then never reads, and a command larger than the socket buffers take."""
+    loop = asyncio.get_running_loop()
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    peers: list[socket.socket] = []
+
+    async def answer_handshake() -> None:
+        peer, _ = await loop.sock_accept(listener)
+        peers.append(peer)
+        while data := await loop.sock_recv(peer, 65536):
+            commands = data.count(b"\r\n*") + data.startswith(b"*")
+            await loop.sock_sendall(peer, b"+OK\r\n" * commands)
+
+    answering = asyncio.create_task(answer_handshake())
+    port = listener.getsockname()[1]
+    connection: Any = hiredis_packing(Connection)(host="127.0.0.1", port=port, socket_timeout=0.5)
+    try:
+        await connection.connect()
+        answering.cancel()  # from here on nothing reads
+        started = time.monotonic()
+        with pytest.raises(RedisTimeoutError, match="Timeout writing"):
+            await connection.send_packed_command(connection.pack_command("SET", "k", "x" * 2**25))
+        assert 0.4 < time.monotonic() - started < 5
+        assert not connection.is_connected
+    finally:
+        answering.cancel()
+        await connection.disconnect()
+        for peer in peers:
+            peer.close()
+        listener.close()
 
 
 async def test_connect_keyword_arguments_override_the_defaults(redis_url: str) -> None:
