@@ -25,8 +25,8 @@ from importlib import resources
 from typing import Any
 
 from genq import TERMINAL, JobStatus
-from genq.cluster import run_pipelined
 from genq.events import text
+from genq.streamed import run_streamed
 
 from .errors import Conflict, NotFound, RateLimited
 from .queues import Queues
@@ -103,7 +103,7 @@ class Limiter:
         finally:
             if held:
                 calls = [([name], [token]) for name in held]
-                await asyncio.shield(run_pipelined(self.redis, self._release_claim, calls))
+                await asyncio.shield(run_streamed(self.redis, self._release_claim, calls))
 
     async def _wait_for_claim(self, key: str, token: str) -> None:
         deadline = time.monotonic() + CLAIM_WAIT
@@ -125,7 +125,7 @@ class Limiter:
         refusal."""
         rate, burst, _ = self.settings.limits_for(tenant)
         key = self.settings.keys.rate(tenant)
-        replies = await run_pipelined(
+        replies = await run_streamed(
             self.redis, self._token_bucket, [([key], [rate, burst])] * count
         )
         return [
@@ -157,7 +157,7 @@ class Limiter:
         day, day_ends = utc_day(now)
         key = self.settings.keys.daily_count(tenant, day)
         call = ([key], [quota, int(day_ends) + DAILY_KEY_MARGIN])
-        replies = await run_pipelined(self.redis, self._daily_quota, [call] * count)
+        replies = await run_streamed(self.redis, self._daily_quota, [call] * count)
         return [
             key
             if int(charged)

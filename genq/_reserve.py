@@ -12,10 +12,10 @@ from typing import Any
 from ._calls import activate_call, reclaim_call
 from ._queue_base import QueueBase
 from .active_job import record_fields
-from .cluster import run_pipelined
 from .events import text
 from .retrying import with_retry
 from .scripts import Code
+from .streamed import run_streamed
 
 CLAIM_SECONDS = 10.0
 """How long a picked job may wait for its activation before another worker may take it."""
@@ -37,7 +37,7 @@ async def activate(
     tokens = {job_id: uuid.uuid4().hex for job_id in ids}
     calls = [activate_call(queue, job_id, tokens[job_id], lease) for job_id in ids]
     replies = await with_retry(
-        lambda: run_pipelined(queue.redis, queue.scripts.activate, calls), within=CLAIM_SECONDS
+        lambda: run_streamed(queue.redis, queue.scripts.activate, calls), within=CLAIM_SECONDS
     )
     return [
         (tokens[job_id], record_fields(reply[1]))

@@ -10,12 +10,12 @@ from typing import Any
 
 from ._queue_base import QueueBase
 from .cancellation import raise_if_cancelled
-from .cluster import run_pipelined
 from .errors import JobLeaseLostError
 from .events import text
 from .retrying import with_retry
 from .scripts import Code
 from .status import CHUNK, PROGRESS, RESTARTED
+from .streamed import run_streamed
 from .usage import encode_meter
 
 
@@ -144,7 +144,7 @@ async def emit_many(items: Sequence[tuple[ActiveJob, Any]]) -> list[BaseExceptio
         raise ValueError("emit_many takes jobs of one queue")
     calls = [job._emit_call(CHUNK, json.dumps(data, ensure_ascii=False), "") for job, data in items]
     replies = await with_retry(
-        lambda: run_pipelined(queue.redis, queue.scripts.emit, calls), within=queue.lease / 2
+        lambda: run_streamed(queue.redis, queue.scripts.emit, calls), within=queue.lease / 2
     )
     results: list[BaseException | None] = []
     for (job, _), reply in zip(items, replies, strict=True):

@@ -23,12 +23,12 @@ from typing import Any
 from ._calls import settle_call
 from ._queue_base import QueueBase, ms
 from ._reserve import activate, pick, reclaim
-from .cluster import run_pipelined
 from .errors import JobLeaseLostError
 from .events import text
 from .retrying import with_retry
 from .scripts import Code
 from .status import CHUNK, PROGRESS
+from .streamed import run_streamed
 from .worker import MAX_ERROR_CHARS
 
 MAX_PULL = 500
@@ -189,7 +189,7 @@ async def push_events(
             _emit_call(queue, job_id, token, start + last, kind, data, renew)
             for kind, data, last in pending
         ]
-        replies = await run_pipelined(queue.redis, queue.scripts.emit, calls)
+        replies = await run_streamed(queue.redis, queue.scripts.emit, calls)
         for i, reply in enumerate(replies):
             code = int(reply[0])
             if _cancel_pending(job_id, code):

@@ -23,7 +23,6 @@ from ._job_index import IdPage, JobPage, count_jobs, list_ids, list_jobs
 from ._queue_base import QueueBase, ms
 from .active_job import ActiveJob
 from .cancellation import raise_if_cancelled
-from .cluster import run_pipelined
 from .connection import RedisPipeline
 from .errors import JobCancelledError, JobFailedError, JobNotFinishedError, JobNotFoundError
 from .events import Event, check_cursor, decode_entry, text
@@ -31,6 +30,7 @@ from .job import Job
 from .pull import PulledJob, ack, extend, nack, pull, push_events
 from .scripts import Code
 from .status import TERMINAL, JobStatus
+from .streamed import run_streamed
 from .usage import UsageRow, days, parse_counters
 from .worker import PRESENCE_SECONDS, Worker
 
@@ -399,7 +399,7 @@ class Queue(QueueBase):
             if not batch:
                 return purged
             calls = [purge_dead_call(self, job_id) for job_id in batch]
-            replies = await run_pipelined(self.redis, self.scripts.purge_dead, calls)
+            replies = await run_streamed(self.redis, self.scripts.purge_dead, calls)
             purged += sum(int(n) for n in replies)
             if ids is not None:
                 return purged

@@ -1,9 +1,13 @@
 """Script calls written to one connection as they are made; their replies read after the last.
 
-A batch made item by item (``Queue.enqueue_many``) costs the producer's CPU per item and the
-server's time per item. Built whole and then sent as one pipeline, the two run one after the
-other; here each call is written as soon as it is made, so the server runs one call while the
-producer makes the next. One connection: the server runs the calls in the order they were made.
+Every batch of script calls genq sends goes this way (``Queue.enqueue_many``, a worker's
+activations, settles and emits, a puller's events, the gateway's limit scripts), and a single
+call the same way without the batch's bookkeeping (:func:`run_one`). On a single node's pooled
+client that is redis-py's pipeline without its per-command Python: a batch of 8 calls in 195 µs
+against a redis-py pipeline's 321 on this 2-core machine, a single call in 153 against 189.
+A batch made item by item (``Queue.enqueue_many``) also overlaps: each call is written as soon
+as it is made, so the server runs one call while the producer makes the next. One connection:
+the server runs the calls in the order they were made.
 
 On a Cluster client, or one holding a single connection of its own, the calls are made first and
 sent with :func:`genq.cluster.run_pipelined`.

@@ -22,12 +22,13 @@ from ._queue_base import QueueBase, ms, safe_block
 from ._reserve import activate, pick, reclaim
 from .active_job import ActiveJob
 from .cancellation import cancel_and_wait, raise_if_cancelled
-from .cluster import Call, open_pubsub, run_durably, run_pipelined
+from .cluster import Call, open_pubsub, run_durably
 from .connection import RedisClient
 from .errors import JobError, JobLeaseLostError, RetryJobError, TerminalJobError
 from .events import text
 from .retrying import TRANSIENT, with_retry
 from .scripts import Code
+from .streamed import run_streamed
 
 log = logging.getLogger("genq.worker")
 
@@ -496,7 +497,7 @@ class SettleBatches:
             keys, args = calls[0]
             return [await with_retry(lambda: script(keys, args), within=self.within)]
         return await with_retry(
-            lambda: run_pipelined(self.queue.redis, script, calls), within=self.within
+            lambda: run_streamed(self.queue.redis, script, calls), within=self.within
         )
 
     async def _one(self, call: Call) -> Any:
