@@ -71,9 +71,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.asyncio.client import Pipeline
+from redis.asyncio import Connection
 
-from genq import EnqueueItem, Queue
+from genq import EnqueueItem, Queue, connect
+from genq.connection import hiredis_packing
 from genq_cli.embedded_redis import EmbeddedRedis
 from providers._litellm import set_lean_streams
 from providers.litellm_adapter import Delta
@@ -90,30 +91,33 @@ class Sent:
     round_trips = 0
 
 
-class CountingPipeline(Pipeline):
-    async def execute(self, raise_on_error: bool = True) -> list[Any]:
-        Sent.commands += len(self.command_stack)
-        Sent.round_trips += 1
-        return await super().execute(raise_on_error)
+class CountingConnection(hiredis_packing(Connection)):  # type: ignore[misc]
+    """The worker's connections (genq's connection class), counting the commands they send and
+    their round trips: writes (one command, a pipeline's, or a batch written call by call)
+    followed by reading their replies count one."""
 
-    async def immediate_execute_command(self, *args: Any, **options: Any) -> Any:
-        Sent.commands += 1  # e.g. the SCRIPT EXISTS redis-py sends before a pipeline of scripts
-        Sent.round_trips += 1
-        return await super().immediate_execute_command(*args, **options)
+    wrote = False
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        Sent.commands += 1  # a pipeline packs each of its commands through here too
+        return super().pack_command(*args)  # type: ignore[no-any-return]
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        await super().send_packed_command(command, check_health)
+        self.wrote = True
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        if self.wrote:
+            self.wrote = False
+            Sent.round_trips += 1
+        return await super().read_response(*args, **kwargs)
 
 
-class CountingRedis(aioredis.Redis):
-    """The worker's client, counting the commands and round trips it sends."""
-
-    async def execute_command(self, *args: Any, **options: Any) -> Any:
-        Sent.commands += 1
-        Sent.round_trips += 1
-        return await super().execute_command(*args, **options)
-
-    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
-        return CountingPipeline(
-            self.connection_pool, self.response_callbacks, transaction, shard_hint
-        )
+def counting_client(url: str) -> Any:
+    """A client as ``genq.connect`` makes it, on :class:`CountingConnection`."""
+    client = connect(url)
+    client.connection_pool.connection_class = CountingConnection
+    return client
 
 
 PRODUCED: dict[str, list[float]] = {}
@@ -239,7 +243,7 @@ async def _run_once(
         coalesce_window_ms=window_ms,
         lease=120.0,
     )
-    worker_client = CountingRedis.from_url(url)
+    worker_client = counting_client(url)
     client = aioredis.Redis.from_url(url)
     try:
         process = WorkerProcess.build(settings, worker_client)
