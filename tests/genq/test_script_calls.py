@@ -9,13 +9,16 @@ import asyncio
 
 import pytest
 import redis as redis_sync
+from redis.asyncio import Connection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
 import genq.scripts
 from genq import Queue
-from genq.connection import connect
+from genq.connection import connect, hiredis_packing
+from genq.scripts import Script
+from genq.streamed import run_streamed
 from tests.polling import waited_for
 
 
@@ -84,5 +87,32 @@ async def test_a_client_holding_one_connection_takes_redis_pys_path(redis_url, p
         await client.script_flush()
         again = await queue.enqueue({"n": 2})
         assert [(await queue.get(e.id)).payload for e in (done, again)] == [{"n": 1}, {"n": 2}]
+    finally:
+        await client.aclose()
+
+
+async def test_a_batch_already_made_is_one_write_and_one_made_call_by_call_is_one_each(
+    redis_url,
+):
+    writes: list[int] = []
+
+    class Counted(hiredis_packing(Connection)):  # type: ignore[misc]
+        async def send_packed_command(self, command, check_health=True):
+            writes.append(len(command))  # hiredis packs each command into one piece
+            await super().send_packed_command(command, check_health)
+
+    client = connect(redis_url)
+    client.connection_pool.connection_class = Counted
+    echo = Script(client, "return ARGV[1]")
+    try:
+        await client.script_load(echo.script)
+        writes.clear()
+        made = [((), (n,)) for n in range(8)]
+        assert await run_streamed(client, echo, made) == [str(n).encode() for n in range(8)]
+        assert writes == [8]
+        writes.clear()
+        one_by_one = (((), (n,)) for n in range(8))
+        assert await run_streamed(client, echo, one_by_one) == [str(n).encode() for n in range(8)]
+        assert writes == [1] * 8
     finally:
         await client.aclose()
