@@ -19,11 +19,10 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError
 
 from .connection import RedisClient
 from .errors import JobExistsError, JobLeaseLostError, JobNotFoundError
-from .streamed import run_one
+from .streamed import run_streamed
 
 NAMES = (
     "enqueue",
@@ -103,8 +102,8 @@ def source(name: str) -> str:
 
 class Script(AsyncScript):
     """A registered script whose calls on a single node's pooled client skip redis-py's
-    per-command bookkeeping (:func:`genq.streamed.run_one`); on a cluster, a client holding one
-    connection, or a pipeline, it is redis-py's ``AsyncScript`` as it is."""
+    per-command bookkeeping (:func:`genq.streamed.run_streamed`); on a cluster, a client holding
+    one connection, or a pipeline, it is redis-py's ``AsyncScript`` as it is."""
 
     async def __call__(
         self,
@@ -116,12 +115,8 @@ class Script(AsyncScript):
         lean = isinstance(client, Redis) and not isinstance(client, Pipeline)
         if not lean or client.single_connection_client:
             return await super().__call__(keys, args, client)
-        keys, args = keys or (), tuple(args or ())
-        try:
-            return await run_one(client, self.sha, keys, args)
-        except NoScriptError:
-            self.sha = await client.script_load(self.script)
-            return await run_one(client, self.sha, keys, args)
+        (reply,) = await run_streamed(client, self, [(keys or (), tuple(args or ()))])
+        return reply
 
 
 class Scripts:

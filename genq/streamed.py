@@ -1,9 +1,9 @@
 """Script calls written to one connection as they are made; their replies read after the last.
 
-Every batch of script calls genq sends goes this way (``Queue.enqueue_many``, a worker's
-activations, settles and emits, a puller's events, the gateway's limit scripts), and a single
-call the same way without the batch's bookkeeping (:func:`run_one`). On a single node's pooled
-client that is redis-py's pipeline without its per-command Python: a batch of 8 calls in
+Every script call genq sends goes this way: a single one (``genq.scripts.Script``) and every
+batch (``Queue.enqueue_many``, a worker's activations, settles and emits, a puller's events,
+the gateway's limit scripts). On a single node's pooled client that is redis-py's
+``execute_command`` and pipeline without their per-command Python: a batch of 8 calls in
 235-257 µs against a redis-py pipeline's 293-350 on this 2-core machine, one call in 136-170
 against 176-192. Calls already made (a list) go out in one write, as a pipeline's do: written
 one by one, 8 calls cost the server 20% more CPU (a read and a reply write each). A batch made
@@ -22,7 +22,7 @@ is safe to run twice.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import chain
+from itertools import islice
 from typing import Any
 
 from redis.asyncio import Redis
@@ -38,38 +38,13 @@ async def run_streamed(redis: RedisClient, script: AsyncScript, calls: Iterable[
     """Runs ``script`` once per call, in order, writing each call as ``calls`` yields it (a
     list or tuple, already made, in one write); returns the replies. The first error reply is
     raised once every reply was read."""
-    made: list[Call] = list(calls) if isinstance(calls, list | tuple) else []
-    pending = iter(() if made else calls)
+    pending = iter(calls)
+    made = list(pending) if isinstance(calls, list | tuple) else list(islice(pending, 1))
     if not made:
-        first = next(pending, None)
-        if first is None:
-            return []  # nothing to send: no connection taken
-        pending = chain([first], pending)
+        return []  # nothing to send: no connection taken
     if isinstance(redis, Redis) and not redis.single_connection_client:
         return await _streamed(redis, script, made, pending)
     return await run_pipelined(redis, script, [*made, *pending])
-
-
-async def run_one(redis: Redis, sha: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-    """One ``EVALSHA`` on a pooled connection, with the client's retry policy (the connection
-    dropped and the call sent again): what redis-py's ``execute_command`` does for it, less its
-    per-command bookkeeping (telemetry hooks, reply callbacks), about 10 µs of a round trip.
-    Error replies (NOSCRIPT among them) are raised as redis-py raises them."""
-    pool = redis.connection_pool
-    conn: AbstractConnection = await pool.get_connection()  # type: ignore[no-untyped-call]
-    command = conn.pack_command("EVALSHA", sha, len(keys), *keys, *args)
-
-    async def attempt() -> Any:
-        await conn.send_packed_command(command)
-        return await conn.read_response()
-
-    async def drop(error: Exception) -> None:
-        await conn.disconnect()
-
-    try:
-        return await conn.retry.call_with_retry(attempt, drop)
-    finally:
-        await pool.release(conn)
 
 
 async def _streamed(
@@ -90,9 +65,8 @@ async def _streamed(
         return conn.pack_command("EVALSHA", script.sha, len(keys), *keys, *args)
 
     async def attempt() -> list[Any]:
-        count = len(made)
-        if made:  # one write: one syscall here, one read for the server
-            await conn.send_packed_command([b for keys, args in made for b in packed(keys, args)])
+        count = len(made)  # written in one write: one syscall here, one read for the server
+        await conn.send_packed_command([b for keys, args in made for b in packed(keys, args)])
         for keys, args in kept():
             await conn.send_packed_command(packed(keys, args), check_health=count == 0)
             count += 1

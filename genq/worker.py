@@ -493,9 +493,6 @@ class SettleBatches:
 
     async def _settle(self, calls: list[Call]) -> list[Any]:
         script = self.queue.scripts.settle
-        if len(calls) == 1:
-            keys, args = calls[0]
-            return [await with_retry(lambda: script(keys, args), within=self.within)]
         return await with_retry(
             lambda: run_streamed(self.queue.redis, script, calls), within=self.within
         )
