@@ -5,7 +5,9 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Scores and timestamps are integers below 2^53; '%.0f' keeps every digit (tostring would not).
+-- Scores and timestamps are integers below 2^53. redis.call sends a Lua number that holds an
+-- integer as its exact digits, so they go to Redis as numbers; text built in Lua from one goes
+-- through int(): '%.0f' keeps every digit (tostring would not).
 local function int(n)
   return string.format('%.0f', n)
 end
@@ -178,7 +180,7 @@ end
 -- 0 keeps the job forever).
 local function finish(B, job, events, status, now, data, ttl_ms, maxlen)
   local tenant, created, id = reindex(B, job, status)
-  redis.call('HSET', job, 'status', status, 'finished_at', int(now), 'updated_at', int(now))
+  redis.call('HSET', job, 'status', status, 'finished_at', now, 'updated_at', now)
   local usage = redis.call('HGET', job, 'usage')
   if usage then
     -- the terminal event carries the generation's usage totals (Event.usage)
@@ -191,7 +193,7 @@ local function finish(B, job, events, status, now, data, ttl_ms, maxlen)
     redis.call('PEXPIRE', job, ttl_ms)
     redis.call('PEXPIRE', events, ttl_ms)
     if id then
-      redis.call('ZADD', B.expiry, int(now + ttl_ms), expiry_entry(status, tenant, created, id))
+      redis.call('ZADD', B.expiry, now + ttl_ms, expiry_entry(status, tenant, created, id))
     end
   end
 end
@@ -207,7 +209,7 @@ local function dead_letter(B, job, events, dead, idem, id, now, reason, err, ttl
   channel)
   redis.call('HSET', job, 'error', err, 'dead_reason', reason)
   finish(B, job, events, 'failed', now, cjson.encode(err), ttl_ms, maxlen)
-  redis.call('ZADD', dead, int(now), id)
+  redis.call('ZADD', dead, now, id)
   if ttl_ms > 0 then
     redis.call('ZREMRANGEBYSCORE', dead, '-inf', '(' .. int(now - ttl_ms))
   end
@@ -278,7 +280,7 @@ local function join_turns(B, tenant)
     redis.call('HDEL', B.passes, tenant)
     pass = math.max(pass, tonumber(owed))
   end
-  redis.call('ZADD', B.turns, int(pass), tenant)
+  redis.call('ZADD', B.turns, pass, tenant)
 end
 
 -- Makes a job runnable: into the ready set and its tenant's line (a tenant with no other

@@ -34,12 +34,12 @@ if status ~= 'waiting' and status ~= 'scheduled' then
 end
 
 local lease_until = now + tonumber(ARGV[3])
-redis.call('ZADD', leases, int(lease_until), id)
+redis.call('ZADD', leases, lease_until, id)
 if redis.call('HGET', job, 'out') == '1' then
   restart_stream(events, ARGV[4])
 end
 redis.call('HINCRBY', job, 'attempt', 1)
 reindex(B, job, 'active')
-redis.call('HSET', job, 'status', 'active', 'token', token, 'started_at', int(now),
-  'updated_at', int(now), 'lease_until', int(lease_until), 'out', 0, 'eseq', 0)
+redis.call('HSET', job, 'status', 'active', 'token', token, 'started_at', now,
+  'updated_at', now, 'lease_until', lease_until, 'out', 0, 'eseq', 0)
 return {0, redis.call('HGETALL', job)}

@@ -34,7 +34,7 @@ if state[2] ~= ARGV[5] then
 end
 
 local now = now_ms()
-redis.call('HSET', job, 'cancel_requested', 1, 'updated_at', int(now))
+redis.call('HSET', job, 'cancel_requested', 1, 'updated_at', now)
 if status == 'active' then
   redis.call('PUBLISH', ARGV[4], id)
   return {1, status}

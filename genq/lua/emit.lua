@@ -26,7 +26,7 @@ local held = redis.call('ZSCORE', leases, id)
 if not held or tonumber(held) <= now then
   return {4}
 end
-redis.call('ZADD', leases, 'XX', int(now + tonumber(ARGV[6])), id)
+redis.call('ZADD', leases, 'XX', now + tonumber(ARGV[6]), id)
 if state[3] == '1' then
   return {5}
 end
@@ -41,7 +41,7 @@ else
   entry = append(events, ARGV[7], ARGV[4], ARGV[5])
 end
 if ARGV[4] == 'progress' then
-  redis.call('HSET', job, 'eseq', seq, 'out', 1, 'progress', ARGV[8], 'updated_at', int(now))
+  redis.call('HSET', job, 'eseq', seq, 'out', 1, 'progress', ARGV[8], 'updated_at', now)
 else
   redis.call('HSET', job, 'eseq', seq, 'out', 1)
 end

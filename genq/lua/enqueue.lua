@@ -93,7 +93,7 @@ local function enqueue(i)
 
   if not now then
     now = now_ms()
-    created, padded = int(now), pad(now, 15)
+    created, padded = now, pad(now, 15)
     first = redis.call('INCR', seq)
   end
   made = made + 1
@@ -118,7 +118,7 @@ local function enqueue(i)
     fields[#fields + 1], fields[#fields + 2] = 'tenant', tenant
   end
   if delay > 0 then
-    local run_at = int(now + delay)
+    local run_at = now + delay
     fields[#fields + 1], fields[#fields + 2] = 'run_at', run_at
     later('ZADD', scheduled, run_at, id)
     later('HSET', rank_hash, id, scheduled_entry(rank, tenant))

@@ -21,8 +21,8 @@ if not held or tonumber(held) <= now then
   return {4}
 end
 local lease_until = now + tonumber(ARGV[3])
-redis.call('ZADD', leases, 'XX', int(lease_until), ARGV[1])
-redis.call('HSET', job, 'lease_until', int(lease_until))
+redis.call('ZADD', leases, 'XX', lease_until, ARGV[1])
+redis.call('HSET', job, 'lease_until', lease_until)
 if state[3] == '1' then
   return {5}
 end

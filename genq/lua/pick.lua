@@ -33,7 +33,7 @@ if tonumber(ARGV[3]) > 0 then
 end
 
 -- Finished jobs whose records expired leave the job index.
-local gone = redis.call('ZRANGEBYSCORE', B.expiry, '-inf', int(now), 'LIMIT', 0, 200)
+local gone = redis.call('ZRANGEBYSCORE', B.expiry, '-inf', now, 'LIMIT', 0, 200)
 for _, entry in ipairs(gone) do
   local a = string.find(entry, '\0', 1, true)
   local b = string.find(entry, '\0', a + 1, true)
@@ -45,9 +45,9 @@ if #gone > 0 then
   redis.call('ZREM', B.expiry, unpack(gone))
 end
 
-local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', int(now), 'LIMIT', 0, 20)
+local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, 20)
 
-local due = redis.call('ZRANGEBYSCORE', scheduled, '-inf', int(now), 'LIMIT', 0, 500)
+local due = redis.call('ZRANGEBYSCORE', scheduled, '-inf', now, 'LIMIT', 0, 500)
 for _, id in ipairs(due) do
   local entry = redis.call('HGET', rank_hash, id)
   redis.call('ZREM', scheduled, id)
@@ -78,7 +78,7 @@ local weights = {}
 if ARGV[5] ~= '' and ARGV[5] ~= '{}' then
   weights = cjson.decode(ARGV[5])
 end
-local until_ms = int(now + tonumber(ARGV[2]))
+local until_ms = now + tonumber(ARGV[2])
 local holder = ARGV[6] or ''
 local served
 while #claimed < n do
@@ -92,7 +92,7 @@ while #claimed < n do
   end
   if cap > 0 and held >= cap then
     redis.call('ZREM', B.turns, tenant)
-    redis.call('ZADD', B.parked, int(pass), tenant)
+    redis.call('ZADD', B.parked, pass, tenant)
   else
     -- Claims, in one go, the jobs this tenant gets before the next tenant's turn comes (the
     -- lowest pass, ties by name): the same jobs one claim at a time would give.
@@ -134,7 +134,7 @@ while #claimed < n do
     end
     local served_count = math.max(#ids, 1)
     served = pass + (served_count - 1) * stride
-    local after = int(pass + served_count * stride)
+    local after = pass + served_count * stride
     if #line_head(B, tenant, 1) == 1 then
       redis.call('ZADD', B.turns, after, tenant)
     else
@@ -148,7 +148,7 @@ if served then
     -- Nobody waits: every tenant starts even, and no key is left behind.
     redis.call('DEL', B.passes, B.vtime)
   else
-    redis.call('SET', B.vtime, int(served))
+    redis.call('SET', B.vtime, served)
   end
 end
 

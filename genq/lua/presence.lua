@@ -20,7 +20,7 @@ local now = now_ms()
 local PER_HOLDER = 500
 
 if ttl > 0 then
-  redis.call('ZADD', presence, int(now + ttl), holder)
+  redis.call('ZADD', presence, now + ttl, holder)
 else
   redis.call('ZREM', presence, holder)
 end
@@ -35,7 +35,7 @@ for _, gone in ipairs(lapsed) do
     local score = redis.call('ZSCORE', leases, id)
     if score and redis.call('HGET', holders, id) == gone then
       if tonumber(score) > now then
-        redis.call('ZADD', leases, 'XX', int(now), id)
+        redis.call('ZADD', leases, 'XX', now, id)
       end
       taken[#taken + 1] = id
     else

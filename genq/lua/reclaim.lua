@@ -57,7 +57,7 @@ elseif status ~= 'waiting' and status ~= 'scheduled' then
   return {0}
 end
 reindex(B, job, 'waiting')
-redis.call('HSET', job, 'status', 'waiting', 'updated_at', int(now))
+redis.call('HSET', job, 'status', 'waiting', 'updated_at', now)
 make_ready(B, ready, id, state[6], state[7] or '')
 ring_doorbell(signal)
 return {1, 'waiting'}

@@ -33,7 +33,7 @@ redis.call('PERSIST', events)
 reindex(B, job, 'waiting')
 redis.call('HSET', job, 'status', 'waiting', 'attempt', 0, 'token', '', 'dead_reason', '',
   'finished_at', '', 'cancel_requested', 0, 'progress', '', 'out', 0, 'eseq', 0,
-  'updated_at', int(now))
+  'updated_at', now)
 restart_stream(events, ARGV[2])
 make_ready(B, ready, id, state[3], state[4] or '')
 ring_doorbell(signal)

@@ -88,7 +88,7 @@ end
 if outcome == 'release' then
   redis.call('HINCRBY', job, 'attempt', -1)
   reindex(B, job, 'waiting')
-  redis.call('HSET', job, 'status', 'waiting', 'updated_at', int(now))
+  redis.call('HSET', job, 'status', 'waiting', 'updated_at', now)
   make_ready(B, ready, id, state[6], tenant or '')
   ring_doorbell(signal)
   return {0, 'waiting'}
@@ -97,9 +97,9 @@ end
 if outcome == 'retry' and tonumber(state[4]) < tonumber(state[5]) then
   local run_at = now + tonumber(ARGV[5])
   reindex(B, job, 'scheduled')
-  redis.call('HSET', job, 'status', 'scheduled', 'error', data, 'run_at', int(run_at),
-    'updated_at', int(now))
-  redis.call('ZADD', scheduled, int(run_at), id)
+  redis.call('HSET', job, 'status', 'scheduled', 'error', data, 'run_at', run_at,
+    'updated_at', now)
+  redis.call('ZADD', scheduled, run_at, id)
   redis.call('HSET', rank_hash, id, scheduled_entry(state[6], tenant or ''))
   return {0, 'scheduled'}
 end
