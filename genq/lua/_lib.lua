@@ -261,10 +261,10 @@ local function line_entry(tenant, rank, id)
   return tenant .. '\0' .. pad(rank, 16) .. '\0' .. id
 end
 
--- The first `count` entries of a tenant's line.
-local function line_head(B, tenant, count)
+-- The first `count` entries of a tenant's line (after its first `skip`, if given).
+local function line_head(B, tenant, count, skip)
   return redis.call('ZRANGEBYLEX', B.lines, '[' .. tenant .. '\0', '(' .. tenant .. '\1',
-    'LIMIT', 0, count)
+    'LIMIT', skip or 0, count)
 end
 
 -- The job id of a line entry (what follows its second NUL).

@@ -80,17 +80,19 @@ if ARGV[5] ~= '' and ARGV[5] ~= '{}' then
 end
 local until_ms = now + tonumber(ARGV[2])
 local holder = ARGV[6] or ''
+-- The claims' writes wait until every turn is decided (one command per key): meanwhile a
+-- tenant's line is read past the entries already taken, and its lease count is kept here.
+local taken, held, entries, scored, held_by, holds = {}, {}, {}, {}, {}, {}
 local served
 while #claimed < n do
   local head = redis.call('ZRANGE', B.turns, 0, 1, 'WITHSCORES')
   if not head[1] then break end
   local tenant, pass = head[1], tonumber(head[2])
   served = pass
-  local held = 0
-  if cap > 0 then
-    held = tonumber(redis.call('HGET', B.running, tenant) or '0')
+  if cap > 0 and not held[tenant] then
+    held[tenant] = tonumber(redis.call('HGET', B.running, tenant) or '0')
   end
-  if cap > 0 and held >= cap then
+  if cap > 0 and held[tenant] >= cap then
     redis.call('ZREM', B.turns, tenant)
     redis.call('ZADD', B.parked, pass, tenant)
   else
@@ -99,7 +101,7 @@ while #claimed < n do
     local stride = math.floor(STRIDE / (tonumber(weights[tenant]) or 1))
     local take = n - #claimed
     if cap > 0 then
-      take = math.min(take, cap - held)
+      take = math.min(take, cap - held[tenant])
     end
     if head[3] then
       local gap = tonumber(head[4]) - pass
@@ -109,38 +111,49 @@ while #claimed < n do
       end
       take = math.min(take, math.max(turns_before, 1))
     end
-    local entries = line_head(B, tenant, take)
-    local ids, scored, held_by, holds = {}, {}, {}, {}
-    for _, entry in ipairs(entries) do
+    local skip = taken[tenant] or 0
+    -- one entry more than it takes: whether the line still has a job after them
+    local line = line_head(B, tenant, take + 1, skip)
+    local count = math.min(#line, take)
+    for i = 1, count do
+      local entry = line[i]
       local id = line_id(entry)
-      ids[#ids + 1] = id
+      entries[#entries + 1] = entry
+      claimed[#claimed + 1] = id
       scored[#scored + 1] = until_ms
       scored[#scored + 1] = id
-      claimed[#claimed + 1] = id
       held_by[#held_by + 1] = id
       held_by[#held_by + 1] = holder
       holds[#holds + 1] = 0
       holds[#holds + 1] = holder .. '\0' .. id
     end
-    if #ids > 0 then
-      redis.call('ZREM', B.lines, unpack(entries))
-      redis.call('ZREM', ready, unpack(ids))
-      redis.call('ZADD', leases, unpack(scored))
-      redis.call('HINCRBY', B.running, tenant, #ids)
-      if holder ~= '' then
-        redis.call('HSET', B.holders, unpack(held_by))
-        redis.call('ZADD', B.holds, unpack(holds))
-      end
+    taken[tenant] = skip + count
+    if cap > 0 then
+      held[tenant] = held[tenant] + count
     end
-    local served_count = math.max(#ids, 1)
+    local served_count = math.max(count, 1)
     served = pass + (served_count - 1) * stride
     local after = pass + served_count * stride
-    if #line_head(B, tenant, 1) == 1 then
+    if #line > count then
       redis.call('ZADD', B.turns, after, tenant)
     else
       redis.call('ZREM', B.turns, tenant)
       redis.call('HSET', B.passes, tenant, after)
     end
+  end
+end
+if #claimed > 0 then
+  redis.call('ZREM', B.lines, unpack(entries))
+  redis.call('ZREM', ready, unpack(claimed))
+  redis.call('ZADD', leases, unpack(scored))
+  for tenant, count in pairs(taken) do
+    if count > 0 then
+      redis.call('HINCRBY', B.running, tenant, count)
+    end
+  end
+  if holder ~= '' then
+    redis.call('HSET', B.holders, unpack(held_by))
+    redis.call('ZADD', B.holds, unpack(holds))
   end
 end
 if served then
