@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+from collections.abc import Callable
+from typing import Any
 
 import pytest
+import redis as redis_sync
+import redis.asyncio as aioredis
 
 from genq import EnqueueItem, Queue
 from tests.faults.invariants import check_fair_share, check_invariants
@@ -61,6 +65,51 @@ async def test_fair_share_cap_parks_a_tenant_until_one_of_its_leases_ends(redis,
     await calls.activate(a[0], "tok")
     await calls.settle(a[0], "tok", "complete", '"ok"')
     assert await calls.pick(10) == [a[2]]  # one slot freed, one more of a's
+    assert await check_fair_share(queue) == []
+
+
+def commands_run_by_scripts(redis_url: str, prefix: str, run: Callable[[], Any]) -> list[str]:
+    """The commands scripts ran on ``prefix``'s keys while ``run()`` ran (``MONITOR``: each
+    command a script runs, in order), as "<command> <key suffix>"."""
+    sentinel = f"{prefix}:monitor-done"
+    with redis_sync.Redis.from_url(redis_url).monitor() as monitor:
+        run()
+        redis_sync.Redis.from_url(redis_url).echo(sentinel)
+        seen = []
+        for line in monitor.listen():
+            if sentinel in line["command"]:
+                return seen
+            words = line["command"].split()
+            if line.get("client_type") == "lua" and len(words) > 1 and prefix in words[1]:
+                seen.append(f"{words[0].lower()} {words[1].split(':', 1)[1]}")
+    raise AssertionError("the monitor ended early")
+
+
+async def test_a_pick_writes_its_claims_once_per_key_however_many_tenants_it_serves(
+    redis, redis_url, prefix
+) -> None:
+    """Eight tenants taking turns one job each: the pick decides every turn (three commands
+    each: the turns' head, the line, the new pass) and then writes the claims once per key."""
+    queue = Queue(redis, prefix)
+    for tenant in "abcdefgh":
+        await enqueue(queue, tenant, 2)
+    picked: list[str] = []
+
+    def pick() -> None:
+        async def go() -> None:
+            client = Queue(aioredis.Redis.from_url(redis_url), prefix)
+            picked.extend(await ScriptCalls(client).pick(8, holder="w1"))
+            await client.redis.aclose()
+
+        asyncio.run(go())
+
+    seen = await asyncio.to_thread(commands_run_by_scripts, redis_url, prefix, pick)
+    assert await tenants_of(queue, picked) == "abcdefgh"
+    assert seen.count("zrangebylex lines") == 8
+    for write in ("zrem lines", "zrem ready", "zadd leases", "hset holders", "zadd holds"):
+        assert seen.count(write) == 1, (write, seen)
+    assert seen.count("hincrby running") == 8  # one per tenant served
+    assert len(seen) < 8 * 3 + 8 + 20, seen
     assert await check_fair_share(queue) == []
 
 
