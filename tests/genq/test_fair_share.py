@@ -72,9 +72,13 @@ def commands_run_by_scripts(redis_url: str, prefix: str, run: Callable[[], Any])
     """The commands scripts ran on ``prefix``'s keys while ``run()`` ran (``MONITOR``: each
     command a script runs, in order), as "<command> <key suffix>"."""
     sentinel = f"{prefix}:monitor-done"
-    with redis_sync.Redis.from_url(redis_url).monitor() as monitor:
+    with (
+        redis_sync.Redis.from_url(redis_url) as watcher,
+        redis_sync.Redis.from_url(redis_url) as client,
+        watcher.monitor() as monitor,
+    ):
         run()
-        redis_sync.Redis.from_url(redis_url).echo(sentinel)
+        client.echo(sentinel)  # the monitor's feed reached the end of run() once this shows
         seen = []
         for line in monitor.listen():
             if sentinel in line["command"]:
