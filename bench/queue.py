@@ -13,9 +13,10 @@ What is measured (every system gets the same work, in-process, one producer, one
   enqueue   one producer, sequential awaits: genq ``Queue.enqueue`` vs SAQ's ``RedisQueue.enqueue``
             vs arq ``enqueue_job`` vs the bare loop. Also ``Queue.enqueue_many`` in batches of
             --batch (100), sequential batches, against the 30,000/s target. "bare enqueue.lua"
-            sends genq's own script with arguments made before the clock starts, on genq's
-            client (hiredis packing): the floor of the server's and the wire's share, so
-            genq's ratio to it is its Python's share. "server µs per enqueue": the server's own
+            sends genq's own script with arguments made before the clock starts, through
+            genq's script call on genq's client (as ``Queue.enqueue`` sends it): the floor
+            of the server's and the wire's share, so genq's ratio to it is its Python's
+            share. "server µs per enqueue": the server's own
             time per enqueue (``INFO commandstats`` before and after each system's round,
             least of the rounds; arq's is its MULTI/EXEC of several commands), so the gap to a
             peer splits into what the server does and what the client does.
@@ -81,6 +82,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from genq import ActiveJob, EnqueueItem, Queue, connect
 from genq._enqueue import enqueue_call
+from genq.cluster import Call
 from genq_cli.embedded_redis import EmbeddedRedis
 
 PAYLOAD = {"prompt": "Write a haiku about queues.", "model": "demo"}
@@ -437,21 +439,19 @@ async def bench_enqueue(b: Bench) -> list[Row]:
     def enqueue_batch(i: int) -> Awaitable[Any]:
         return q.enqueue_many([EnqueueItem(PAYLOAD) for _ in range(size)])
 
-    # genq's own script with its arguments made before the clock starts: what is left when
-    # genq's Python costs nothing (the server's script time and the wire's).
+    # genq's own script with its arguments made before the clock starts, sent the way genq
+    # sends it (its script call on its client): what is left when genq's Python costs nothing
+    # (the server's script time and the wire's).
     script_client = b.genq_client()  # the same client kind (hiredis packing) as genq's
-    sha = q.scripts.enqueue.sha
+    enqueue_script = q.scripts.enqueue
 
-    def prepared() -> list[tuple[Any, ...]]:
-        return [
-            ("EVALSHA", sha, len(k), *k, *a)
-            for k, a in (enqueue_call(q, EnqueueItem(PAYLOAD)) for _ in range(n))
-        ]
+    def prepared() -> list[Call]:
+        return [enqueue_call(q, EnqueueItem(PAYLOAD)) for _ in range(n)]
 
     await q.enqueue(PAYLOAD)  # loads the script
 
-    async def bare_script(commands: list[tuple[Any, ...]]) -> float:
-        return await timed(n, lambda i: script_client.execute_command(*commands[i]))
+    async def bare_script(calls: list[Call]) -> float:
+        return await timed(n, lambda i: enqueue_script(*calls[i], client=script_client))
 
     await timed(100, lambda i: q.enqueue(PAYLOAD))
     await timed(100, saq_enqueue)
