@@ -16,13 +16,11 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
 from redis.commands.core import AsyncScript
 
 from .connection import RedisClient
 from .errors import JobExistsError, JobLeaseLostError, JobNotFoundError
-from .streamed import run_streamed
+from .streamed import pooled, run_streamed
 
 NAMES = (
     "enqueue",
@@ -112,8 +110,7 @@ class Script(AsyncScript):
         client: Any = None,
     ) -> Any:
         client = self.registered_client if client is None else client
-        lean = isinstance(client, Redis) and not isinstance(client, Pipeline)
-        if not lean or client.single_connection_client:
+        if not pooled(client):
             return await super().__call__(keys, args, client)
         (reply,) = await run_streamed(client, self, [(keys or (), tuple(args or ()))])
         return reply

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
-from typing import Any
+from typing import Any, TypeGuard
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 from redis.asyncio.connection import AbstractConnection
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, ResponseError
@@ -42,9 +43,20 @@ async def run_streamed(redis: RedisClient, script: AsyncScript, calls: Iterable[
     made = list(pending) if isinstance(calls, list | tuple) else list(islice(pending, 1))
     if not made:
         return []  # nothing to send: no connection taken
-    if isinstance(redis, Redis) and not redis.single_connection_client:
+    if pooled(redis):
         return await _streamed(redis, script, made, pending)
     return await run_pipelined(redis, script, [*made, *pending])
+
+
+def pooled(redis: Any) -> TypeGuard[Redis]:
+    """Whether ``redis`` is a single node's client drawing on its pool (not a Cluster client,
+    a pipeline, or a client holding one connection of its own): what :func:`run_streamed`
+    writes to directly."""
+    return (
+        isinstance(redis, Redis)
+        and not isinstance(redis, Pipeline)
+        and not redis.single_connection_client
+    )
 
 
 async def _streamed(
@@ -68,7 +80,7 @@ async def _streamed(
         count = len(made)  # written in one write: one syscall here, one read for the server
         await conn.send_packed_command([b for keys, args in made for b in packed(keys, args)])
         for keys, args in kept():
-            await conn.send_packed_command(packed(keys, args), check_health=count == 0)
+            await conn.send_packed_command(packed(keys, args), check_health=False)
             count += 1
         replies: list[Any] = []
         error: ResponseError | None = None

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import redis as redis_sync
-import redis.asyncio as aioredis
 
 from genq import EnqueueItem, Queue
 from tests.faults.invariants import check_fair_share, check_invariants
@@ -68,21 +67,22 @@ async def test_fair_share_cap_parks_a_tenant_until_one_of_its_leases_ends(redis,
     assert await check_fair_share(queue) == []
 
 
-def commands_run_by_scripts(redis_url: str, prefix: str, run: Callable[[], Any]) -> list[str]:
-    """The commands scripts ran on ``prefix``'s keys while ``run()`` ran (``MONITOR``: each
-    command a script runs, in order), as "<command> <key suffix>"."""
+@contextmanager
+def commands_run_by_scripts(redis_url: str, prefix: str) -> Iterator[list[str]]:
+    """The commands scripts run on ``prefix``'s keys inside the block (``MONITOR`` shows each
+    command a script runs, in order), as "<command> <key suffix>", listed when the block ends."""
     sentinel = f"{prefix}:monitor-done"
+    seen: list[str] = []
     with (
         redis_sync.Redis.from_url(redis_url) as watcher,
         redis_sync.Redis.from_url(redis_url) as client,
-        watcher.monitor() as monitor,
+        watcher.monitor() as monitor,  # returns once the server confirmed MONITOR
     ):
-        run()
-        client.echo(sentinel)  # the monitor's feed reached the end of run() once this shows
-        seen = []
+        yield seen
+        client.echo(sentinel)  # the feed has reached the end of the block once this shows
         for line in monitor.listen():
             if sentinel in line["command"]:
-                return seen
+                return
             words = line["command"].split()
             if line.get("client_type") == "lua" and len(words) > 1 and prefix in words[1]:
                 seen.append(f"{words[0].lower()} {words[1].split(':', 1)[1]}")
@@ -97,17 +97,8 @@ async def test_a_pick_writes_its_claims_once_per_key_however_many_tenants_it_ser
     queue = Queue(redis, prefix)
     for tenant in "abcdefgh":
         await enqueue(queue, tenant, 2)
-    picked: list[str] = []
-
-    def pick() -> None:
-        async def go() -> None:
-            client = Queue(aioredis.Redis.from_url(redis_url), prefix)
-            picked.extend(await ScriptCalls(client).pick(8, holder="w1"))
-            await client.redis.aclose()
-
-        asyncio.run(go())
-
-    seen = await asyncio.to_thread(commands_run_by_scripts, redis_url, prefix, pick)
+    with commands_run_by_scripts(redis_url, prefix) as seen:
+        picked = await ScriptCalls(queue).pick(8, holder="w1")
     assert await tenants_of(queue, picked) == "abcdefgh"
     assert seen.count("zrangebylex lines") == 8
     for write in ("zrem lines", "zrem ready", "zadd leases", "hset holders", "zadd holds"):
