@@ -13,6 +13,8 @@ the reply.
   enqueue.lua           one enqueue, no idempotency key, default tenant, into a growing queue
   enqueue.lua - X       the same with one of its server calls left out (the script then does
                         less than an enqueue: a measure of that call's share, nothing more)
+  admit.lua, per job    one admission of --calls jobs from the intake (8 tenants), divided by
+                        them: what each enqueue's job costs the pick that admits it
   per emit              a worker runs jobs that emit --emits chunks each; the server's
                         instructions for the whole run (pick, activate, emits, settle, the
                         worker's presence) divided by the emits
@@ -62,12 +64,8 @@ LEFT_OUT = {
     ),
     "clock": ("now = now_ms()", "now = 1764600000000"),
     "sequence": ("first = redis.call('INCR', seq)", "first = 5"),
-    "ready set": ("later('ZADD', ready, rank, id)", ""),
-    "tenant's line": ("later('ZADD', B.lines, 0, tenant .. '\\0' .. rank .. '\\0' .. id)", ""),
-    "turn check": ("      take_turn(tenant)\n    else", "    else"),
     "record": ("redis.call('HSET', job, unpack(fields))", ""),
-    "job index": ("later('ZADD', B.index, 0, entry)", ""),
-    "tenant's index": ("later('ZADD', B.tindex, 0, tenant .. '\\0' .. entry)", ""),
+    "intake": ("later('RPUSH', intake, intake_entry(padded, tenant, rank, id))", ""),
     "doorbell": ("    ring_doorbell(signal)\n  end\n  return replies", "  end\n  return replies"),
 }
 
@@ -129,6 +127,20 @@ def per_call(c: Counted, script: str, calls: list[Call]) -> float:
     for keys, args in calls[20:]:
         c.redis.evalsha(sha, len(keys), *keys, *args)
     return c.instructions() / (len(calls) - 20)
+
+
+def per_admitted(c: Counted, queue: Queue, jobs: int) -> float:
+    """Instructions per job of one ``admit.lua`` call that admits ``jobs`` (8 tenants)."""
+    sha = c.redis.script_load(source("enqueue"))
+    for n in range(jobs):
+        keys, args = enqueue_call(queue, EnqueueItem(PAYLOAD, tenant=f"t{n % 8}"))
+        c.redis.evalsha(sha, len(keys), *keys, *args)
+    k = queue.keys
+    keys = [k.intake, k.ready, *k.books]
+    admit = c.redis.script_load(source("admit"))
+    c.instructions()
+    assert c.redis.evalsha(admit, len(keys), *keys) == jobs
+    return c.instructions() / jobs
 
 
 def preamble(name: str) -> str:
@@ -199,6 +211,8 @@ def main() -> None:
             c.redis.flushall()
             script = without(enqueue, left_out)
             rows.append((f"enqueue.lua - {left_out}", per_call(c, script, fresh(args.calls + 20))))
+        c.redis.flushall()
+        rows.append(("admit.lua, per job", per_admitted(c, queue, args.calls)))
         c.redis.flushall()
         rows.append(("per emit", asyncio.run(per_emit(c, args.jobs, args.emits))))
 

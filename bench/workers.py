@@ -454,7 +454,7 @@ async def wait_drained(client: aioredis.Redis, queue: Queue) -> None:
     while True:
         await asyncio.sleep(POLL)
         async with client.pipeline(transaction=False) as pipe:
-            pipe.zcard(k.ready).zcard(k.leases).zcard(k.scheduled)
+            pipe.zcard(k.ready).zcard(k.leases).zcard(k.scheduled).llen(k.intake)
             if sum(await pipe.execute()) == 0:
                 return
 

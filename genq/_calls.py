@@ -66,7 +66,7 @@ def cancel_call(queue: QueueBase, job_id: str, idempotency_key: str) -> Call:
     k = queue.keys
     keys = [
         k.job(job_id), k.events(job_id), k.ready, k.scheduled, k.leases, k.rank,
-        k.idempotency(idempotency_key), *k.books,
+        k.idempotency(idempotency_key), k.intake, *k.books,
     ]  # fmt: skip
     args = [job_id, ms(queue.result_ttl), queue.events_max_len, k.cancels, idempotency_key]
     return keys, args

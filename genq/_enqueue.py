@@ -60,7 +60,10 @@ class EnqueueItem:
 def static_keys(keys: Keys) -> tuple[str, ...]:
     """``enqueue.lua``'s first KEYS, the same for every call on one queue."""
     k = keys
-    return (k.ready, k.scheduled, k.rank, k.dead, k.signal, k.seq, *k.books)
+    return (
+        k.intake, k.scheduled, k.rank, k.dead, k.signal, k.seq, k.index, k.tenant_index,
+        k.index_expiry,
+    )  # fmt: skip
 
 
 def item_call(

@@ -5,7 +5,9 @@ ms>\\0<id>``; ``Keys.tenant_index``: the same behind ``<tenant>\\0``), so one st
 tenant's status, is one range in creation order. A listing runs newest first and pages by
 position (the ``"<ms>:<job id>"`` cursor dead-letter listings use), so paging while jobs come,
 go and change status never repeats a job and never skips one that kept its status all along.
-Without a status the listing merges the six ranges' pages.
+Without a status the listing merges the six ranges' pages. A listing or a count first admits
+the jobs still in the intake (:meth:`genq.Queue.admit`), so a waiting job is listed even while
+no worker picks.
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ async def list_ids(
         check_tenant(tenant)
     key = queue.keys.index if tenant is None else queue.keys.tenant_index
     position = parse_cursor(cursor) if cursor is not None else None
+    await queue.admit()
     async with queue.redis.pipeline(transaction=False) as pipe:
         for listed in statuses_for(status):
             prefix = _prefix(listed, tenant)
@@ -119,6 +122,7 @@ async def count_jobs(queue: QueueBase, tenant: str | None = None) -> dict[str, i
     if tenant is not None:
         check_tenant(tenant)
     key = queue.keys.index if tenant is None else queue.keys.tenant_index
+    await queue.admit()
     async with queue.redis.pipeline(transaction=False) as pipe:
         for status in LISTED:
             prefix = _prefix(status, tenant)

@@ -161,11 +161,19 @@ class QueueBase:
         seconds, micros = replies.pop()
         return replies, int(seconds) + int(micros) / 1e6
 
+    async def admit(self) -> int:
+        """Admits the jobs enqueued since the last pick into the ready set, their tenants' lines
+        and the job index, as the next pick would (``admit.lua``; at most 10,000 per call), and
+        returns how many. Job listings and counts call it first, so they show every waiting job
+        while no worker picks."""
+        k = self.keys
+        return int(await self.scripts.admit(keys=[k.intake, k.ready, *k.books]))
+
     def pick_call(self, count: int, claim: float, holder: str = "") -> Call:
         """``pick.lua``'s keys and arguments: claim up to ``count`` jobs for ``claim`` seconds,
         filed under ``holder`` (a worker's presence id; '' for none)."""
         k = self.keys
-        keys = [k.ready, k.scheduled, k.leases, k.rank, k.cooldown, k.dead, *k.books]
+        keys = [k.ready, k.scheduled, k.leases, k.rank, k.cooldown, k.dead, k.intake, *k.books]
         args = [
             count, ms(claim), ms(self.dead_ttl), self.tenant_concurrency, self.weights_arg,
             holder,

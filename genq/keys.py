@@ -51,6 +51,14 @@ class Keys:
         return f"{self.tag}:ready"
 
     @cached_property
+    def intake(self) -> str:
+        """list: jobs enqueued ready and not yet admitted, oldest first, one entry each:
+        ``<created ms, 15 digits>\\0<tenant>\\0<rank, 16 digits>\\0<id>``. An enqueue only
+        appends here; the next pick (or any reader of the ready set, ``admit.lua``) moves them
+        into the ready set, their tenants' lines and the job index."""
+        return f"{self.tag}:intake"
+
+    @cached_property
     def lines(self) -> str:
         """zset, scores 0: ``<tenant>\\0<rank, 16 digits>\\0<id>`` per runnable job: each
         tenant's line is one lexical range, in rank order."""

@@ -274,14 +274,19 @@ class Queue(QueueBase):
             for key in (k.ready, k.scheduled, k.leases, k.dead):
                 pipe.zcard(key)
             pipe.zrange(k.ready, 0, 0)
+            pipe.llen(k.intake)
+            pipe.lindex(k.intake, 0)
 
-        (waiting, scheduled, active, dead, head), now = await self.read_with_time(fill)
-        oldest = 0.0
+        (ready, scheduled, active, dead, head, intake, first), now = await self.read_with_time(fill)
+        # Waiting: admitted (the ready set) and not yet (the intake, whose first entry begins
+        # with its creation time, and whose jobs came after every admitted one).
+        created: Any = None
         if head:
             created = await self.redis.hget(k.job(text(head[0])), "created_at")
-            if created:
-                oldest = max(0.0, int(now) - int(created) / 1000)
-        return QueueStats(waiting, scheduled, active, dead, oldest)
+        elif first:
+            created = text(first)[:15]
+        oldest = max(0.0, int(now) - int(created) / 1000) if created else 0.0
+        return QueueStats(ready + intake, scheduled, active, dead, oldest)
 
     # -- controlling ---------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ NAMES = (
     "cooldown",
     "clear_cooldown",
     "presence",
+    "admit",
 )
 
 
@@ -137,6 +138,7 @@ class Scripts:
     cooldown: Script
     clear_cooldown: Script
     presence: Script
+    admit: Script
 
 
 def raise_for(code: int, job_id: str) -> None:

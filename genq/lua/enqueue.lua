@@ -11,16 +11,20 @@ answers with the bound job's id. A finished job with the item's id is dropped (r
 dead entry) and started clean; a live one is refused. Safe to run twice: a re-run carrying the
 same nonces answers with the jobs it created.
 
+A ready job's record is written whole (its rank included) and the job goes into the intake;
+the next pick admits it into the ready set, its tenant's line and the job index (see _lib.lua).
+A delayed job goes into the scheduled set and the job index at once.
+
 The record leaves out the fields that still hold their defaults, which genq/job.py reads back:
 attempt 0, progress '', cancel_requested 0, out 0, eseq 0, priority 0, tenant '', updated_at
 and run_at equal to created_at (the scripts that change a job write the ones they change), and
 the nonce when it is the job's id (a generated id).
 
-KEYS[1] ready set           KEYS[2] scheduled set      KEYS[3] rank hash
+KEYS[1] intake list         KEYS[2] scheduled set      KEYS[3] rank hash
 KEYS[4] dead set            KEYS[5] doorbell list      KEYS[6] sequence counter
-KEYS[7..18] the books (fair share, job index, holders, outbox: see _lib.lua)
-then for item i (from 0): KEYS[19 + 3i] job record, KEYS[20 + 3i] job stream,
-KEYS[21 + 3i] idempotency key (any placeholder if none)
+KEYS[7] job index           KEYS[8] tenant index       KEYS[9] index expiry
+then for item i (from 0): KEYS[10 + 3i] job record, KEYS[11 + 3i] job stream,
+KEYS[12 + 3i] idempotency key (any placeholder if none)
 ARGV, nine per item: ARGV[9i + 1] job id, ARGV[9i + 2] nonce, ARGV[9i + 3] encoded payload,
 ARGV[9i + 4] priority, ARGV[9i + 5] delay (ms), ARGV[9i + 6] max attempts,
 ARGV[9i + 7] idempotency key ('' for none), ARGV[9i + 8] idempotency ttl (ms),
@@ -29,21 +33,20 @@ Returns {code, id} per item, one flat list: 0 created, 1 deduplicated (id is the
 2 id is live.
 Events: none.
 ]]
-local ready, scheduled, rank_hash, dead, signal, seq =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local B = books_at(7)
-local STATIC, NARGS = 18, 9
+local intake, scheduled, rank_hash, dead, signal, seq, index, tindex, expiry =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local STATIC, NARGS = 9, 9
 local single = #ARGV == NARGS
 
 -- A write to a shared key: sent at once for a single item; for many, gathered per key and
--- sent once at the end (ZADD and HSET take many pairs).
-local gathered, tenants
+-- sent once at the end (RPUSH takes many entries, ZADD and HSET many pairs).
+local gathered
 if not single then
-  gathered, tenants = {}, {}
+  gathered = {}
 end
-local function later(command, key, a, b)
+local function later(command, key, ...)
   if single then
-    redis.call(command, key, a, b)
+    redis.call(command, key, ...)
     return
   end
   local args = gathered[key]
@@ -51,14 +54,8 @@ local function later(command, key, a, b)
     args = {command, key}
     gathered[key] = args
   end
-  args[#args + 1] = a
-  args[#args + 1] = b
-end
-
--- make_ready's turn (see _lib.lua): a tenant with no other runnable job joins the turns.
-local function take_turn(tenant)
-  if not (redis.call('ZSCORE', B.turns, tenant) or redis.call('ZSCORE', B.parked, tenant)) then
-    join_turns(B, tenant)
+  for _, value in ipairs({...}) do
+    args[#args + 1] = value
   end
 end
 
@@ -86,7 +83,7 @@ local function enqueue(i)
     if not FINISHED[status] then
       return 2, id
     end
-    reindex(B, job, nil)
+    reindex({index = index, tindex = tindex, expiry = expiry}, job, nil) -- the books it keeps
     redis.call('DEL', job, events)
     redis.call('ZREM', dead, id)
   end
@@ -98,7 +95,7 @@ local function enqueue(i)
   end
   made = made + 1
   local priority, delay, tenant = ARGV[a + 4], tonumber(ARGV[a + 5]), ARGV[a + 9]
-  -- The ready set's score, padded once for the record, the rank hash and the line entry.
+  -- The ready set's score, padded once for the record, the rank hash and the intake entry.
   local rank = string.format('%016.0f', (1000 - tonumber(priority)) * 1e12 + first + made - 1)
   status = 'waiting'
   if delay > 0 then
@@ -122,20 +119,14 @@ local function enqueue(i)
     fields[#fields + 1], fields[#fields + 2] = 'run_at', run_at
     later('ZADD', scheduled, run_at, id)
     later('HSET', rank_hash, id, scheduled_entry(rank, tenant))
+    local entry = index_entry(status, padded, id)
+    later('ZADD', index, 0, entry)
+    later('ZADD', tindex, 0, tenant .. '\0' .. entry)
   else
-    later('ZADD', ready, rank, id)
-    later('ZADD', B.lines, 0, tenant .. '\0' .. rank .. '\0' .. id) -- line_entry, rank padded
-    if single then
-      take_turn(tenant)
-    else
-      tenants[tenant] = true
-    end
+    later('RPUSH', intake, intake_entry(padded, tenant, rank, id))
     rung = rung + 1
   end
   redis.call('HSET', job, unpack(fields))
-  local entry = status .. '\0' .. padded .. '\0' .. id
-  later('ZADD', B.index, 0, entry)
-  later('ZADD', B.tindex, 0, tenant .. '\0' .. entry)
   if key ~= '' then
     redis.call('SET', idem, id)
   end
@@ -161,9 +152,6 @@ if made > 1 then
 end
 for _, args in pairs(gathered) do
   redis.call(unpack(args))
-end
-for tenant in pairs(tenants) do
-  take_turn(tenant)
 end
 if rung > 0 then
   ring_doorbell(signal, rung)

@@ -1,8 +1,9 @@
 #!lua
 --[[
-Pick (first half of a reserve): promotes due scheduled jobs, drops dead-set entries older than
-the dead-letter retention and the index entries of expired records, then moves up to N
-runnable jobs into the lease set under a short claim. The worker activates each claimed job
+Pick (first half of a reserve): admits the jobs enqueued since the last pick (see _lib.lua),
+promotes due scheduled jobs, drops dead-set entries older than the dead-letter retention and
+the index entries of expired records, then moves up to N runnable jobs into the lease set
+under a short claim. The worker activates each claimed job
 with activate.lua; a claim that is never activated expires and reclaim.lua puts the job back,
 with no attempt spent.
 
@@ -12,8 +13,8 @@ weight; a tenant holding as many leases as the cap is parked until one of its le
 A promoted job's record keeps saying `scheduled` until it is activated (Job reads it as waiting).
 
 KEYS[1] ready set   KEYS[2] scheduled set   KEYS[3] lease set   KEYS[4] rank hash
-KEYS[5] cooldown key   KEYS[6] dead set
-KEYS[7..18] the books (fair share, job index, holders, outbox: see _lib.lua)
+KEYS[5] cooldown key   KEYS[6] dead set   KEYS[7] intake list
+KEYS[8..19] the books (fair share, job index, holders, outbox: see _lib.lua)
 ARGV[1] how many jobs to claim   ARGV[2] claim length (ms)   ARGV[3] dead-letter retention (ms,
 0: forever)   ARGV[4] leases per tenant (0: no cap)
 ARGV[5] tenant weights, JSON {tenant: weight} (default 1)
@@ -23,10 +24,12 @@ Returns {claimed ids, expired lease ids, ms until the next scheduled job or leas
 While the cooldown key lives nothing is claimed and the wait is its remaining time.
 Events: none.
 ]]
-local ready, scheduled, leases, rank_hash, cooldown, dead =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local B = books_at(7)
+local ready, scheduled, leases, rank_hash, cooldown, dead, intake =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local B = books_at(8)
 local now = now_ms()
+
+admit(B, ready, intake)
 
 if tonumber(ARGV[3]) > 0 then
   redis.call('ZREMRANGEBYSCORE', dead, '-inf', '(' .. int(now - tonumber(ARGV[3])))

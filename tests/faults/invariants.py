@@ -31,6 +31,10 @@
 10. **Every hold is a lease**: the holders hash and the holds set name the same (job, worker)
     pairs, and each of those jobs is in the lease set: a lease that ended left no hold behind
     for presence.lua to expire.
+11. **The intake names only jobs waiting to be admitted**: each entry is a waiting job, once,
+    with its record's creation time, tenant and rank, and in no set yet. The check then admits
+    them (``Queue.admit``, as the next pick would), so the checks above see every waiting job
+    where it will be served.
 """
 
 from __future__ import annotations
@@ -121,7 +125,7 @@ async def check_invariants(
     result_writer: Callable[[Any], Hashable] | None = None,
     retention: float | None = None,
 ) -> Audit:
-    """Checks the six invariants (module docstring) for ``accepted`` job ids of ``queue``."""
+    """Checks the invariants (module docstring) for ``accepted`` job ids of ``queue``."""
     ids = list(dict.fromkeys(accepted))
     problems: list[str] = []
     audit = Audit()
@@ -151,6 +155,7 @@ async def check_invariants(
         for view in (views or {}).get(job_id, ()):
             problems += _check_view(job_id, record, list(view), queue, text_of)
 
+    problems += await check_intake(queue)
     problems += await _check_sets(queue, audit)
     problems += await check_fair_share(queue)
     problems += await check_index(queue)
@@ -304,6 +309,33 @@ async def _check_sets(queue: Queue, audit: Audit) -> list[str]:
             status = _s(status)
             if status is None or status in TERMINAL_STATUSES:
                 problems.append(f"queue sets name job {job_id} whose record is {status}")
+    return problems
+
+
+async def check_intake(queue: Queue) -> list[str]:
+    """Invariant 11 (module docstring), over every entry of the intake; then admits them."""
+    problems = []
+    redis, k = queue.redis, queue.keys
+    entries = [(_s(e) or "").split("\0") for e in await redis.lrange(k.intake, 0, -1)]
+    sets = await _members(queue)
+    async with redis.pipeline(transaction=False) as pipe:
+        for *_, job_id in entries:
+            pipe.hmget(k.job(job_id), "status", "created_at", "tenant", "rank")
+        records = await pipe.execute()
+    seen: set[str] = set()
+    for (created, tenant, rank, job_id), fields in zip(entries, records, strict=True):
+        status, r_created, r_tenant, r_rank = (_s(f) for f in fields)
+        if job_id in seen:
+            problems.append(f"job {job_id} is in the intake twice")
+        seen.add(job_id)
+        if status != "waiting":
+            problems.append(f"the intake names job {job_id}, whose record is {status}")
+        elif (int(created), tenant, rank) != (int(r_created or 0), r_tenant or "", r_rank):
+            problems.append(f"job {job_id}'s intake entry disagrees with its record")
+        inside = [name for name in LIVE_SETS if job_id in sets[name]]
+        if inside:
+            problems.append(f"job {job_id} is in the intake and in {inside}")
+    await queue.admit()
     return problems
 
 

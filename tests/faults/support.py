@@ -1,4 +1,5 @@
-"""Helpers shared by the fault tests: resuming viewers, tagged handlers, worker processes."""
+"""Helpers shared by the fault tests: resuming viewers, tagged handlers, worker processes, the
+scripts called one by one, and what a queue's intake holds."""
 
 from __future__ import annotations
 
@@ -186,3 +187,9 @@ class ScriptCalls:
 
     async def expire_lease(self, job_id: str) -> None:
         await self.queue.redis.zadd(self.k.leases, {job_id: 0}, xx=True)
+
+
+async def intake_ids(queue: Any) -> list[str]:
+    """The ids in ``queue``'s intake (enqueued ready, not yet admitted), in order."""
+    entries = await queue.redis.lrange(queue.keys.intake, 0, -1)
+    return [entry.rsplit(b"\0", 1)[1].decode() for entry in entries]

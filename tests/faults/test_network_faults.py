@@ -26,7 +26,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from genq import ActiveJob, JobCancelledError, JobStatus, Queue, RetryJobError, TerminalJobError
 from tests.faults.invariants import check_invariants, result_writer, tag
 from tests.faults.proxy import Mode, Proxy
-from tests.faults.support import Viewer, eventually, tagged_handler
+from tests.faults.support import Viewer, eventually, intake_ids, tagged_handler
 
 pytestmark = pytest.mark.timeout(45)
 
@@ -198,7 +198,7 @@ async def test_lost_enqueue_reply_makes_one_job(lossy: Lossy, key: str | None) -
     assert not created.deduplicated  # the re-sent enqueue knew its own job (nonce)
     k, redis = lossy.direct.keys, lossy.direct.redis
     assert int(await redis.get(k.seq)) == 1  # the script's body ran once
-    assert await redis.zrange(k.ready, 0, -1) == [created.id.encode()]
+    assert await intake_ids(lossy.direct) == [created.id]
     assert await redis.llen(k.signal) == 1  # one doorbell ring
     if key:
         again = await lossy.direct.enqueue({"n": 1}, idempotency_key=key)

@@ -4,7 +4,8 @@ The system under test is a real queue on the real server, driven one state chang
 the way the Worker drives it (``ScriptCalls``: pick, activate, emit, settle, reclaim) and through
 the public API (enqueue, cancel, retry_dead, purge_dead). The model is a few dicts. After every
 step the invariants compare the two: each job's status, attempt and cancel flag; ``stats()``;
-which of ready / scheduled / leases / dead holds each job (exactly the one its state names);
+which of intake / ready / scheduled / leases / dead holds each job (exactly the one its state
+names; a pick, or ``Queue.admit``, moves the intake's jobs to the ready set);
 idempotency keys; one terminal event per finished job. ``pick`` must also return the job the
 model expects: the job of the tenant whose turn it is (fair share: weighted stride scheduling,
 a tenant at its concurrency cap parked until one of its leases ends), and within a tenant the
@@ -59,7 +60,7 @@ class Model:
     key: str | None
     tenant: str = ""
     status: str = "waiting"  # as Queue.get reports it (a due retry reads as waiting)
-    where: str = "ready"  # ready | scheduled | leases | dead | none
+    where: str = "ready"  # intake | ready | scheduled | leases | dead | none
     attempt: int = 0
     cancel_requested: bool = False
     token: str | None = None
@@ -95,6 +96,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.vtime = 0
         self.calls = ScriptCalls(self.queue)
         self.jobs: dict[str, Model] = {}
+        self.intake: list[str] = []  # enqueued ready, not yet admitted, in order
         self.keys: dict[str, str] = {}
         self.next_seq = 0
 
@@ -146,6 +148,10 @@ class QueueMachine(RuleBasedStateMachine):
     def move(self, job: Model, where: str) -> None:
         """Moves a job between sets, keeping the books as the scripts do (leases end first)."""
         old, job.where = job.where, where
+        if old == "intake":
+            self.intake.remove(job.id)
+        if where == "intake":
+            self.intake.append(job.id)
         if old == "leases" and where != "leases":
             job.holder = None
         if old == "leases" and where != "leases" and job.tenant in self.parked:
@@ -159,9 +165,16 @@ class QueueMachine(RuleBasedStateMachine):
             start = max(self.vtime, self.passes.pop(job.tenant, 0))
             self.turns[job.tenant] = start
 
+    def admit_model(self) -> None:
+        """The intake's jobs, in order, become runnable (as _lib.lua's admit does)."""
+        for job_id in list(self.intake):
+            self.move(self.jobs[job_id], "ready")
+
     def pick_model(self, count: int) -> list[Model]:
         """The jobs pick.lua claims next, one turn at a time, with the books updated as it
-        does (the script claims a tenant's consecutive turns in one go: same outcome)."""
+        does (the script admits the intake first, and claims a tenant's consecutive turns in
+        one go: same outcome)."""
+        self.admit_model()
         picked: list[Model] = []
         for _ in range(count):
             job = self.pick_one()
@@ -211,7 +224,7 @@ class QueueMachine(RuleBasedStateMachine):
             job.status = "scheduled"
             self.move(job, "scheduled")
         else:
-            self.move(job, "ready")
+            self.move(job, "intake")
         if key:
             self.keys[key] = job_id
         return job
@@ -266,6 +279,12 @@ class QueueMachine(RuleBasedStateMachine):
         if known is not None:
             known.where = "none"  # a finished job's record is replaced (in no set)
         self.new_job(job_id, priority, False, self.queue.max_attempts, None, tenant)
+
+    @rule()
+    def admit(self) -> None:
+        """A reader of the ready set admits the intake (Queue.admit), as the next pick would."""
+        assert self.run(self.queue.admit()) == len(self.intake)
+        self.admit_model()
 
     # -- reserving -----------------------------------------------------------------------------
 
@@ -450,6 +469,7 @@ class QueueMachine(RuleBasedStateMachine):
         async with self.redis.pipeline(transaction=False) as pipe:
             for name in ("ready", "scheduled", "leases", "dead"):
                 pipe.zrange(getattr(k, name), 0, -1)
+            pipe.lrange(k.intake, 0, -1)
             for key in KEYS:
                 pipe.get(k.idempotency(key))
             for job_id in ids:
@@ -460,8 +480,11 @@ class QueueMachine(RuleBasedStateMachine):
             name: {m.decode() for m in members}
             for name, members in zip(names, replies[:4], strict=True)
         }
-        bound = {key: v.decode() for key, v in zip(KEYS, replies[4:7], strict=True) if v}
-        streams = dict(zip(ids, replies[7:], strict=True))
+        intake = [entry.decode().rsplit("\0", 1)[1] for entry in replies[4]]
+        assert intake == self.intake, (intake, self.intake)
+        sets["intake"] = set(intake)
+        bound = {key: v.decode() for key, v in zip(KEYS, replies[5:8], strict=True) if v}
+        streams = dict(zip(ids, replies[8:], strict=True))
         for job in self.jobs.values():
             record = await q.get(job.id)
             assert record is not None, f"{job.id} vanished"
@@ -478,7 +501,7 @@ class QueueMachine(RuleBasedStateMachine):
         stats = await q.stats()
         count = {w: sum(1 for j in self.jobs.values() if j.where == w) for w in sets}
         assert (stats.waiting, stats.scheduled, stats.active, stats.dead) == (
-            count["ready"], count["scheduled"], count["leases"], count["dead"]
+            count["ready"] + count["intake"], count["scheduled"], count["leases"], count["dead"]
         )  # fmt: skip
         await self._compare_books()
 

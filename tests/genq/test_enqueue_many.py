@@ -21,6 +21,7 @@ from genq.codecs import JsonCodec
 from genq.connection import connect
 from tests.faults.invariants import check_invariants
 from tests.faults.proxy import Proxy
+from tests.faults.support import intake_ids
 from tests.polling import waited_for
 
 
@@ -29,7 +30,9 @@ async def test_enqueue_many_returns_outcomes_in_item_order(queue):
     assert len({e.id for e in done}) == 50 and not any(e.deduplicated for e in done)
     for n, e in enumerate(done):
         assert (await queue.get(e.id)).payload == {"n": n}
-    # FIFO within one priority follows the batch's order.
+    # FIFO within one priority follows the batch's order, in the intake and once admitted.
+    assert await intake_ids(queue) == [e.id for e in done]
+    assert await queue.admit() == 50
     assert [i.decode() for i in await queue.redis.zrange(queue.keys.ready, 0, -1)] == [
         e.id for e in done
     ]
@@ -106,6 +109,7 @@ async def test_enqueue_many_keeps_delays_priorities_and_options(queue):
     assert (await queue.get(done[1].id)).status is JobStatus.SCHEDULED
     high = await queue.get("high-1")
     assert (high.priority, high.max_attempts) == (7, 9)
+    await queue.admit()
     ready = await queue.redis.zrange(queue.keys.ready, 0, -1)
     assert [i.decode() for i in ready] == ["high-1", done[0].id]  # priority before FIFO
 
@@ -164,7 +168,7 @@ async def test_enqueue_many_lost_reply_resent_makes_each_job_once(redis_url, pre
             assert not any(e.deduplicated for e in done)
             checked = Queue(direct, prefix)
             assert int(await direct.get(checked.keys.seq)) == 10  # each body ran once
-            assert await direct.zcard(checked.keys.ready) == 10
+            assert await direct.llen(checked.keys.intake) == 10
             await check_invariants(checked, [e.id for e in done], settled=False)
         finally:
             for client in (proxied, direct):
@@ -182,11 +186,12 @@ async def test_enqueue_many_batch_of_100_is_a_few_script_calls(queue):
     done = await queue.enqueue_many([EnqueueItem({"n": n}) for n in range(100)])
     assert await _evalsha_calls(queue.redis) - before == math.ceil(100 / CHUNK)  # not 100
     k = queue.keys
-    ready = [i.decode() for i in await queue.redis.zrange(k.ready, 0, -1)]
-    assert ready == [e.id for e in done]  # FIFO in item order
+    assert await intake_ids(queue) == [e.id for e in done]  # FIFO in item order
     assert int(await queue.redis.get(k.seq)) == 100
+    assert (await queue.job_counts())["waiting"] == 100  # admitted by the count
+    ready = [i.decode() for i in await queue.redis.zrange(k.ready, 0, -1)]
+    assert ready == [e.id for e in done]
     assert await queue.redis.zcard(k.lines) == 100
-    assert (await queue.job_counts())["waiting"] == 100
     assert await queue.redis.llen(k.signal) == 100  # one ring per job, for idle workers
 
 
@@ -209,7 +214,7 @@ async def test_enqueue_many_writes_each_chunk_as_soon_as_it_is_made(redis, redis
 
     def on_item(n: int) -> None:
         if n == CHUNK:  # the first chunk is made: it must have gone out, and run
-            ran_first.append(waited_for(lambda: watcher.zcard(queue.keys.ready) == CHUNK))
+            ran_first.append(waited_for(lambda: watcher.llen(queue.keys.intake) == CHUNK))
 
     queue = Queue(redis, prefix, codec=WhenMade(on_item))
     await redis.script_load(queue.scripts.enqueue.script)  # no NOSCRIPT round first
@@ -218,8 +223,7 @@ async def test_enqueue_many_writes_each_chunk_as_soon_as_it_is_made(redis, redis
     finally:
         watcher.close()
     assert ran_first == [True]
-    ready = [i.decode() for i in await redis.zrange(queue.keys.ready, 0, -1)]
-    assert len(done) == 3 * CHUNK and ready == [e.id for e in done]
+    assert len(done) == 3 * CHUNK and await intake_ids(queue) == [e.id for e in done]
 
 
 async def test_enqueue_many_connection_killed_mid_batch_makes_each_job_once(redis_url, prefix):
@@ -232,7 +236,7 @@ async def test_enqueue_many_connection_killed_mid_batch_makes_each_job_once(redi
 
     def on_item(n: int) -> None:
         if n == CHUNK and not killed:
-            assert waited_for(lambda: killer.zcard(queue.keys.ready) == CHUNK)
+            assert waited_for(lambda: killer.llen(queue.keys.intake) == CHUNK)
             killed.append(killer.client_kill_filter(_id=batch_connection))
 
     queue = Queue(client, prefix, codec=WhenMade(on_item))
@@ -246,8 +250,7 @@ async def test_enqueue_many_connection_killed_mid_batch_makes_each_job_once(redi
         assert killed == [1]
         assert len({e.id for e in done}) == 3 * CHUNK and not any(e.deduplicated for e in done)
         assert int(await client.get(queue.keys.seq)) == 3 * CHUNK  # each body ran once
-        ready = [i.decode() for i in await client.zrange(queue.keys.ready, 0, -1)]
-        assert ready == [e.id for e in done]
+        assert await intake_ids(queue) == [e.id for e in done]
         for n, e in enumerate(done):
             assert (await queue.get(e.id)).payload == {"n": n}
         await check_invariants(queue, [e.id for e in done], settled=False)
@@ -291,8 +294,7 @@ async def test_enqueue_many_large_batch_goes_in_chunks_of_one_round_trip(queue):
     assert [e.deduplicated for e in done[-5:]] == [True] * 5
     assert [e.id for e in done[-5:]] == [e.id for e in done[:5]]
     assert not any(e.deduplicated for e in done[:-5])
-    ready = [i.decode() for i in await queue.redis.zrange(queue.keys.ready, 0, -1)]
-    assert ready == [e.id for e in done[:-5]]
+    assert await intake_ids(queue) == [e.id for e in done[:-5]]
     assert int(await queue.redis.get(queue.keys.seq)) == n - 5
 
 
@@ -318,6 +320,8 @@ async def _state(queue: Queue) -> dict[str, object]:
     """Everything enqueue writes, with the clock's readings left out."""
     k, r = queue.keys, queue.redis
     ignored = {b"created_at", b"updated_at", b"run_at", b"nonce"}
+    intake = await intake_ids(queue)
+    await queue.admit()
     records = {}
     for raw_id in await r.zrange(k.index, 0, -1):
         job_id = raw_id.split(b"\0")[-1].decode()
@@ -328,6 +332,7 @@ async def _state(queue: Queue) -> dict[str, object]:
         return sorted(b"\0".join(e.split(b"\0")[:-2] + e.split(b"\0")[-1:]) for e in entries)
 
     return {
+        "intake": intake,
         "records": records,
         "ready": await r.zrange(k.ready, 0, -1, withscores=True),
         "lines": await r.zrange(k.lines, 0, -1),
@@ -397,7 +402,6 @@ async def test_enqueue_many_on_a_single_connection_client(redis_url, prefix):
     try:
         queue = Queue(client, prefix)
         done = await queue.enqueue_many([EnqueueItem({"n": n}) for n in range(2 * CHUNK + 3)])
-        ready = [i.decode() for i in await client.zrange(queue.keys.ready, 0, -1)]
-        assert ready == [e.id for e in done] and len(done) == 2 * CHUNK + 3
+        assert await intake_ids(queue) == [e.id for e in done] and len(done) == 2 * CHUNK + 3
     finally:
         await client.aclose()

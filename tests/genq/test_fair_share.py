@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
-import redis as redis_sync
 
 from genq import EnqueueItem, Queue
 from tests.faults.invariants import check_fair_share, check_invariants
 from tests.faults.support import ScriptCalls
+from tests.monitoring import commands_run_by_scripts
 
 
 async def enqueue(queue: Queue, tenant: str, count: int, priority: int = 0) -> list[str]:
@@ -67,28 +65,6 @@ async def test_fair_share_cap_parks_a_tenant_until_one_of_its_leases_ends(redis,
     assert await check_fair_share(queue) == []
 
 
-@contextmanager
-def commands_run_by_scripts(redis_url: str, prefix: str) -> Iterator[list[str]]:
-    """The commands scripts run on ``prefix``'s keys inside the block (``MONITOR`` shows each
-    command a script runs, in order), as "<command> <key suffix>", listed when the block ends."""
-    sentinel = f"{prefix}:monitor-done"
-    seen: list[str] = []
-    with (
-        redis_sync.Redis.from_url(redis_url) as watcher,
-        redis_sync.Redis.from_url(redis_url) as client,
-        watcher.monitor() as monitor,  # returns once the server confirmed MONITOR
-    ):
-        yield seen
-        client.echo(sentinel)  # the feed has reached the end of the block once this shows
-        for line in monitor.listen():
-            if sentinel in line["command"]:
-                return
-            words = line["command"].split()
-            if line.get("client_type") == "lua" and len(words) > 1 and prefix in words[1]:
-                seen.append(f"{words[0].lower()} {words[1].split(':', 1)[1]}")
-    raise AssertionError("the monitor ended early")
-
-
 async def test_a_pick_writes_its_claims_once_per_key_however_many_tenants_it_serves(
     redis, redis_url, prefix
 ) -> None:
@@ -97,6 +73,7 @@ async def test_a_pick_writes_its_claims_once_per_key_however_many_tenants_it_ser
     queue = Queue(redis, prefix)
     for tenant in "abcdefgh":
         await enqueue(queue, tenant, 2)
+    await queue.admit()  # what the intake costs a pick is measured apart (test_intake)
     with commands_run_by_scripts(redis_url, prefix) as seen:
         picked = await ScriptCalls(queue).pick(8, holder="w1")
     assert await tenants_of(queue, picked) == "abcdefgh"
@@ -131,6 +108,7 @@ async def test_fair_share_cap_counts_across_workers(redis, prefix) -> None:
 async def test_fair_share_cancel_and_retry_keep_the_books(queue: Queue) -> None:
     a = await enqueue(queue, "a", 2)
     await enqueue(queue, "b", 1)
+    await queue.admit()
     assert await queue.cancel(a[0]) and await queue.cancel(a[1])
     assert await redis_turns(queue) == [b"b"]  # a left the turns with its last waiting job
     assert await check_fair_share(queue) == []

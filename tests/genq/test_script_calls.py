@@ -68,7 +68,7 @@ async def test_a_script_call_whose_connection_dies_is_sent_again_and_runs_once(r
         done = await asyncio.wait_for(call, 10)
         assert (await queue.get(done.id)).payload == {"n": 1}
         assert int(await client.get(queue.keys.seq)) == 2
-        assert await client.zcard(queue.keys.ready) == 2
+        assert await client.llen(queue.keys.intake) == 2
     finally:
         admin.close()
         await client.aclose()
