@@ -59,8 +59,10 @@ local function books_at(i)
   }
 end
 
+-- n (a whole number, or its digits) zero-padded to width digits. '%d' formats Lua's number as
+-- a 64-bit integer: every digit of the ranks and times padded here, and cheaper than '%.0f'.
 local function pad(n, width)
-  return string.format('%0' .. width .. '.0f', tonumber(n))
+  return string.format('%0' .. width .. 'd', tonumber(n))
 end
 
 -- Appends the attempt that just ended to the record's history: a JSON list of {attempt,

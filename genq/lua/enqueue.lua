@@ -96,7 +96,7 @@ local function enqueue(i)
   made = made + 1
   local priority, delay, tenant = ARGV[a + 4], tonumber(ARGV[a + 5]), ARGV[a + 9]
   -- The ready set's score, padded once for the record, the rank hash and the intake entry.
-  local rank = string.format('%016.0f', (1000 - tonumber(priority)) * 1e12 + first + made - 1)
+  local rank = pad((1000 - tonumber(priority)) * 1e12 + first + made - 1, 16)
   status = 'waiting'
   if delay > 0 then
     status = 'scheduled'
