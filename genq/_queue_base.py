@@ -163,11 +163,17 @@ class QueueBase:
 
     async def admit(self) -> int:
         """Admits the jobs enqueued since the last pick into the ready set, their tenants' lines
-        and the job index, as the next pick would (``admit.lua``; at most 10,000 per call), and
-        returns how many. Job listings and counts call it first, so they show every waiting job
-        while no worker picks."""
+        and the job index, as the next pick would (``admit.lua``, called until the intake is
+        empty: each call takes at most 1,000), and returns how many. Job listings and counts
+        call it first, so they show every waiting job while no worker picks."""
         k = self.keys
-        return int(await self.scripts.admit(keys=[k.intake, k.ready, *k.books]))
+        keys = [k.intake, k.ready, *k.books]
+        total = 0
+        while True:
+            admitted, left = await self.scripts.admit(keys=keys)
+            total += int(admitted)
+            if not left:
+                return total
 
     def pick_call(self, count: int, claim: float, holder: str = "") -> Call:
         """``pick.lua``'s keys and arguments: claim up to ``count`` jobs for ``claim`` seconds,

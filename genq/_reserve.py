@@ -25,8 +25,10 @@ async def pick(queue: QueueBase, count: int, holder: str) -> tuple[list[str], li
     """Claims up to ``count`` jobs under ``holder``: (claimed ids, expired lease ids, ms until
     the next scheduled job or lease expiry, -1 for none)."""
     keys, args = queue.pick_call(count, CLAIM_SECONDS, holder)
-    claimed, expired, wait_ms = await queue.scripts.pick(keys=keys, args=args)
-    return [text(i) for i in claimed], [text(i) for i in expired], int(wait_ms)
+    while True:
+        claimed, expired, wait_ms, admitting = await queue.scripts.pick(keys=keys, args=args)
+        if not admitting:  # else it only admitted part of a long intake: pick again at once
+            return [text(i) for i in claimed], [text(i) for i in expired], int(wait_ms)
 
 
 async def activate(

@@ -307,50 +307,52 @@ end
 --[[ Intake. An enqueue writes the job's whole record (its rank included) and appends one
 entry to the intake; that is all, so an enqueue costs about what a bare script call does.
 admit moves the entries, oldest first, into the ready set, their tenants' lines (each tenant
-takes turns) and the job index (waiting): one command per key for up to ADMIT_CHUNK entries.
-pick.lua admits before it serves; admit.lua admits for the readers of the ready set, the lines
-or the index; cancel.lua takes a job that is still in the intake out of it. An entry is
-"<created ms, 15 digits>\0" and then the job's line entry. ]]
+takes turns) and the job index (waiting), one command per key, at most ADMIT_MAX per call so
+that no call holds the server long. pick.lua admits before it
+serves, and claims nothing while more than one call's worth waits (its worker picks again at
+once); admit.lua admits for the readers of the ready set, the lines or the index; cancel.lua
+takes a job that is still in the intake out of it. An entry is "<created ms, 15 digits>\0"
+and then the job's line entry. ]]
 
-local ADMIT_MAX, ADMIT_CHUNK = 10000, 1000
+local ADMIT_MAX = 1000
 
 -- created and rank come padded (15 and 16 digits), as the record's rank is.
 local function intake_entry(created, tenant, rank, id)
   return created .. '\0' .. tenant .. '\0' .. rank .. '\0' .. id
 end
 
--- Admits up to ADMIT_MAX entries (a longer intake: the rest at the next call). Returns how many.
+-- Admits up to ADMIT_MAX entries. Returns how many, and how many are left in the intake.
 local function admit(B, ready, intake)
   local entries = redis.call('LRANGE', intake, 0, ADMIT_MAX - 1)
   if #entries == 0 then
-    return 0
+    return 0, 0
   end
   redis.call('LTRIM', intake, #entries, -1)
-  local tenants = {}
-  for from = 1, #entries, ADMIT_CHUNK do
-    local scored, lines, index, tindex = {}, {}, {}, {}
-    for i = from, math.min(from + ADMIT_CHUNK - 1, #entries) do
-      local entry = entries[i]
-      local line = string.sub(entry, 17)
-      local a = string.find(line, '\0', 1, true)
-      local tenant, id = string.sub(line, 1, a - 1), string.sub(line, a + 18)
-      local listed = index_entry('waiting', string.sub(entry, 1, 15), id)
-      local n = #scored
-      scored[n + 1], scored[n + 2] = string.sub(line, a + 1, a + 16), id
-      lines[n + 1], lines[n + 2] = 0, line
-      index[n + 1], index[n + 2] = 0, listed
-      tindex[n + 1], tindex[n + 2] = 0, tenant .. '\0' .. listed
-      tenants[tenant] = true
-    end
-    redis.call('ZADD', ready, unpack(scored))
-    redis.call('ZADD', B.lines, unpack(lines))
-    redis.call('ZADD', B.index, unpack(index))
-    redis.call('ZADD', B.tindex, unpack(tindex))
+  local scored, lines, index, tindex, tenants = {}, {}, {}, {}, {}
+  for i, entry in ipairs(entries) do
+    local line = string.sub(entry, 17)
+    local a = string.find(line, '\0', 1, true)
+    local tenant, id = string.sub(line, 1, a - 1), string.sub(line, a + 18)
+    local listed = index_entry('waiting', string.sub(entry, 1, 15), id)
+    local n = 2 * i
+    scored[n - 1], scored[n] = string.sub(line, a + 1, a + 16), id
+    lines[n - 1], lines[n] = 0, line
+    index[n - 1], index[n] = 0, listed
+    tindex[n - 1], tindex[n] = 0, tenant .. '\0' .. listed
+    tenants[tenant] = true
   end
+  redis.call('ZADD', ready, unpack(scored))
+  redis.call('ZADD', B.lines, unpack(lines))
+  redis.call('ZADD', B.index, unpack(index))
+  redis.call('ZADD', B.tindex, unpack(tindex))
   for tenant in pairs(tenants) do
     take_turn(B, tenant)
   end
-  return #entries
+  local left = 0
+  if #entries == ADMIT_MAX then
+    left = redis.call('LLEN', intake)
+  end
+  return #entries, left
 end
 
 -- Takes a runnable job out of the ready set and its line (a tenant left with none leaves the

@@ -7,7 +7,7 @@ even while no worker picks.
 
 KEYS[1] intake list   KEYS[2] ready set
 KEYS[3..14] the books (fair share, job index, holders, outbox: see _lib.lua)
-Returns how many jobs it admitted (at most 10,000 per call: ADMIT_MAX).
+Returns {how many jobs it admitted (at most 1,000: ADMIT_MAX), how many are still in the intake}.
 Events: none.
 ]]
-return admit(books_at(3), KEYS[2], KEYS[1])
+return {admit(books_at(3), KEYS[2], KEYS[1])}

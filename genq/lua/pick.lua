@@ -20,7 +20,8 @@ ARGV[1] how many jobs to claim   ARGV[2] claim length (ms)   ARGV[3] dead-letter
 ARGV[5] tenant weights, JSON {tenant: weight} (default 1)
 ARGV[6] the picking worker's holder id ('' for none): its claims are filed under it (holders,
 holds), so presence.lua can take them back if the worker vanishes
-Returns {claimed ids, expired lease ids, ms until the next scheduled job or lease expiry (-1 none)}.
+Returns {claimed ids, expired lease ids, ms until the next scheduled job or lease expiry (-1 none),
+1 when it only admitted (more than one admission's worth waits: pick again at once) else 0}.
 While the cooldown key lives nothing is claimed and the wait is its remaining time.
 Events: none.
 ]]
@@ -29,7 +30,13 @@ local ready, scheduled, leases, rank_hash, cooldown, dead, intake =
 local B = books_at(8)
 local now = now_ms()
 
-admit(B, ready, intake)
+-- While more than one admission's worth waits, nothing is claimed: every job enqueued before
+-- this pick must be in line when the turns are decided. The worker picks again at once, and
+-- each call holds the server no longer than one admission.
+local _, waiting = admit(B, ready, intake)
+if waiting > 0 then
+  return {{}, {}, 0, 1}
+end
 
 if tonumber(ARGV[3]) > 0 then
   redis.call('ZREMRANGEBYSCORE', dead, '-inf', '(' .. int(now - tonumber(ARGV[3])))
@@ -71,7 +78,7 @@ end
 
 local pause = redis.call('PTTL', cooldown)
 if pause > 0 then
-  return {{}, expired, pause}
+  return {{}, expired, pause, 0}
 end
 
 local claimed = {}
@@ -176,4 +183,4 @@ if l[2] then
   local d = math.max(0, tonumber(l[2]) - now)
   if wait < 0 or d < wait then wait = d end
 end
-return {claimed, expired, wait}
+return {claimed, expired, wait, 0}

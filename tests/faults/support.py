@@ -144,8 +144,10 @@ class ScriptCalls:
 
     async def pick(self, count: int = 1, claim_ms: int = 10_000, holder: str = "") -> list[str]:
         call = self.queue.pick_call(count, claim_ms / 1000, holder)
-        claimed, _, _ = await self.queue.scripts.pick(*call)
-        return [c.decode() for c in claimed]
+        while True:
+            claimed, _, _, admitting = await self.queue.scripts.pick(*call)
+            if not admitting:  # as genq._reserve.pick: a long intake takes several calls
+                return [c.decode() for c in claimed]
 
     async def presence(self, holder: str, ttl_ms: int) -> list[str]:
         """Renews ``holder``'s presence; returns the ids taken from lapsed holders."""

@@ -20,7 +20,7 @@ from genq import ActiveJob, JobCancelledError, JobStatus, Queue, RetryJobError
 from genq._calls import activate_call, cancel_call, settle_call
 from genq.cluster import Call
 from tests.faults.invariants import check_invariants
-from tests.faults.support import Viewer, eventually
+from tests.faults.support import ScriptCalls, Viewer, eventually
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -69,8 +69,7 @@ async def test_cancel_a_claimed_not_activated_job_settles_and_the_claim_is_refus
 ) -> None:
     job = await queue.enqueue({})
     k = queue.keys
-    claimed, _, _ = await queue.scripts.pick(*queue.pick_call(1, 10))
-    assert [c.decode() for c in claimed] == [job.id]
+    assert await ScriptCalls(queue).pick(1) == [job.id]
     assert await queue.cancel(job.id) is True
     assert await status_of(queue, job.id) == "cancelled"
     assert await queue.redis.zcard(k.leases) == 0
@@ -137,7 +136,7 @@ async def test_cancel_and_settle_in_the_same_instant(
     queue: Queue, outcome: str, cancel_first: bool
 ) -> None:
     job = await queue.enqueue({})
-    await queue.scripts.pick(*queue.pick_call(1, 10))
+    await ScriptCalls(queue).pick(1)
     await queue.scripts.activate(*activate_call(queue, job.id, "tok", 5))
     calls = [
         ("settle", settle_of(queue, job.id, "tok", outcome)),

@@ -61,17 +61,36 @@ async def test_listings_and_counts_show_a_job_no_worker_has_picked(queue: Queue)
     assert await intake_ids(queue) == []  # the listing admitted it
 
 
-@pytest.mark.timeout(120)
-async def test_admission_takes_at_most_ten_thousand_jobs_per_call(queue: Queue) -> None:
-    items = [EnqueueItem(n, tenant=f"t{n % 3}") for n in range(10_500)]
+async def enqueue_backlog(queue: Queue, count: int, tenant: str) -> list[str]:
     ids: list[str] = []
-    for start in range(0, len(items), 1_000):
-        ids += [e.id for e in await queue.enqueue_many(items[start : start + 1_000])]
-    assert await queue.admit() == 10_000  # ten chunks of 1,000 in one call
-    assert await queue.redis.llen(queue.keys.intake) == 500
-    assert await queue.admit() == 500
-    assert await queue.admit() == 0
-    ready = [m.decode() for m in await queue.redis.zrange(queue.keys.ready, 0, -1)]
-    assert ready == ids  # FIFO across the two admissions
-    assert (await queue.job_counts())["waiting"] == 10_500
+    for start in range(0, count, 1_000):
+        items = [EnqueueItem(n, tenant=tenant) for n in range(start, min(count, start + 1_000))]
+        ids += [e.id for e in await queue.enqueue_many(items)]
+    return ids
+
+
+@pytest.mark.timeout(120)
+async def test_one_admission_takes_at_most_a_thousand_jobs(queue: Queue) -> None:
+    ids = await enqueue_backlog(queue, 2_500, "a")
+    k = queue.keys
+    admitted, left = await queue.scripts.admit(keys=[k.intake, k.ready, *k.books])
+    assert (admitted, left) == (1_000, 1_500)
+    assert await queue.admit() == 1_500  # the rest, a call per thousand
+    ready = [m.decode() for m in await queue.redis.zrange(k.ready, 0, -1)]
+    assert ready == ids  # FIFO across the admissions
+    assert (await queue.job_counts())["waiting"] == 2_500
+    assert await check_fair_share(queue) == []
+
+
+@pytest.mark.timeout(120)
+async def test_a_pick_claims_only_once_the_whole_intake_is_in_line(queue: Queue) -> None:
+    """Behind 2,500 of one tenant's jobs in the intake, another tenant's job is served by the
+    same reserve: the pick admits a thousand per call and claims once all are admitted."""
+    a = await enqueue_backlog(queue, 2_500, "a")
+    b = (await queue.enqueue("b", tenant="b")).id
+    k = queue.keys
+    first = await queue.scripts.pick(*queue.pick_call(2, 10.0))
+    assert (first[0], int(first[3])) == ([], 1)  # admitted a thousand, claimed nothing
+    assert await ScriptCalls(queue).pick(2) == [a[0], b]
+    assert await queue.redis.llen(k.intake) == 0
     assert await check_fair_share(queue) == []

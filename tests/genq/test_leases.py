@@ -4,6 +4,7 @@ import pytest
 
 from genq import JobLeaseLostError, JobStatus, Queue
 from genq._calls import activate_call
+from tests.faults.support import ScriptCalls
 
 
 async def test_leases_zombie_gets_lease_lost_and_exactly_one_settle(redis, prefix):
@@ -110,8 +111,7 @@ async def test_leases_emit_rerun_with_same_sequence_appends_once(queue):
 async def test_leases_expired_claim_returns_without_spending_attempt(queue):
     e = await queue.enqueue("p")
     # A worker claims the job and dies before activating it.
-    claimed, _, _ = await queue.scripts.pick(*queue.pick_call(1, 0.05))
-    assert [c.decode() for c in claimed] == [e.id]
+    assert await ScriptCalls(queue).pick(1, claim_ms=50) == [e.id]
     await asyncio.sleep(0.1)
 
     async def handler(job):
@@ -126,8 +126,7 @@ async def test_leases_dead_worker_job_is_reclaimed_or_cancelled(redis, prefix, c
     queue = Queue(redis, prefix, lease=0.3)
     e = await queue.enqueue("p")
     # A worker claims and activates the job, then dies without a word.
-    claimed, _, _ = await queue.scripts.pick(*queue.pick_call(1, 10))
-    assert [c.decode() for c in claimed] == [e.id]
+    assert await ScriptCalls(queue).pick(1) == [e.id]
     await queue.scripts.activate(*activate_call(queue, e.id, "dead-worker", 0.3))
     if cancel_first:
         assert await queue.cancel(e.id)
