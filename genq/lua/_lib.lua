@@ -305,14 +305,13 @@ local function make_ready(B, ready, id, rank, tenant)
 end
 
 --[[ Intake. An enqueue writes the job's whole record (its rank included) and appends one
-entry to the intake; that is all, so an enqueue costs about what a bare script call does.
-admit moves the entries, oldest first, into the ready set, their tenants' lines (each tenant
-takes turns) and the job index (waiting), one command per key, at most ADMIT_MAX per call so
-that no call holds the server long. pick.lua admits before it
-serves, and claims nothing while more than one call's worth waits (its worker picks again at
-once); admit.lua admits for the readers of the ready set, the lines or the index; cancel.lua
-takes a job that is still in the intake out of it. An entry is "<created ms, 15 digits>\0"
-and then the job's line entry. ]]
+entry to the intake: of the keys shared by the queue, that is all it touches. admit moves the
+entries, oldest first, into the ready set, their tenants' lines (each tenant takes turns) and
+the job index (waiting), one command per key, at most ADMIT_MAX per call so that no call holds
+the server long. pick.lua admits before it serves, and claims nothing while more than one
+call's worth waits (its worker picks again at once); admit.lua admits for the readers of the
+ready set, the lines or the index; cancel.lua takes a job that is still in the intake out of
+it. An entry is "<created ms, 15 digits>\0" and then the job's line entry. ]]
 
 local ADMIT_MAX = 1000
 
