@@ -21,10 +21,12 @@ CLAIM_SECONDS = 10.0
 """How long a picked job may wait for its activation before another worker may take it."""
 
 
-async def pick(queue: QueueBase, count: int, holder: str) -> tuple[list[str], list[str], int]:
-    """Claims up to ``count`` jobs under ``holder``: (claimed ids, expired lease ids, ms until
-    the next scheduled job or lease expiry, -1 for none)."""
-    keys, args = queue.pick_call(count, CLAIM_SECONDS, holder)
+async def pick(
+    queue: QueueBase, count: int, holder: str, claim: float = CLAIM_SECONDS
+) -> tuple[list[str], list[str], int]:
+    """Claims up to ``count`` jobs under ``holder`` for ``claim`` seconds: (claimed ids, expired
+    lease ids, ms until the next scheduled job or lease expiry, -1 for none)."""
+    keys, args = queue.pick_call(count, claim, holder)
     while True:
         claimed, expired, wait_ms, admitting = await queue.scripts.pick(keys=keys, args=args)
         if not admitting:  # else it only admitted part of a long intake: pick again at once

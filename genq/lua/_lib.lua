@@ -331,7 +331,7 @@ local function admit(B, ready, intake)
   for i, entry in ipairs(entries) do
     local line = string.sub(entry, 17)
     local a = string.find(line, '\0', 1, true)
-    local tenant, id = string.sub(line, 1, a - 1), string.sub(line, a + 18)
+    local tenant, id = string.sub(line, 1, a - 1), line_id(line)
     local listed = index_entry('waiting', string.sub(entry, 1, 15), id)
     local n = 2 * i
     scored[n - 1], scored[n] = string.sub(line, a + 1, a + 16), id

@@ -33,8 +33,8 @@ local now = now_ms()
 -- While more than one admission's worth waits, nothing is claimed: every job enqueued before
 -- this pick must be in line when the turns are decided. The worker picks again at once, and
 -- each call holds the server no longer than one admission.
-local _, waiting = admit(B, ready, intake)
-if waiting > 0 then
+local _, left = admit(B, ready, intake)
+if left > 0 then
   return {{}, {}, 0, 1}
 end
 

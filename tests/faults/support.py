@@ -16,6 +16,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from genq import ActiveJob, Event, JobNotFoundError, Queue
 from genq._calls import activate_call, presence_call, reclaim_call, settle_call
+from genq._reserve import pick
 from tests.processes import WorkerProcess
 from workers.lifetime import die_with_parent
 
@@ -143,11 +144,8 @@ class ScriptCalls:
         self.k = queue.keys
 
     async def pick(self, count: int = 1, claim_ms: int = 10_000, holder: str = "") -> list[str]:
-        call = self.queue.pick_call(count, claim_ms / 1000, holder)
-        while True:
-            claimed, _, _, admitting = await self.queue.scripts.pick(*call)
-            if not admitting:  # as genq._reserve.pick: a long intake takes several calls
-                return [c.decode() for c in claimed]
+        claimed, _, _ = await pick(self.queue, count, holder, claim_ms / 1000)
+        return claimed
 
     async def presence(self, holder: str, ttl_ms: int) -> list[str]:
         """Renews ``holder``'s presence; returns the ids taken from lapsed holders."""
