@@ -34,11 +34,17 @@ class WorkerProcess:
     def pid(self) -> int:
         return self.proc.pid
 
-    def saw(self, ev: str, **match: Any) -> list[dict[str, Any]]:
-        return [m for m in self.markers if m["ev"] == ev and _matches(m, match)]
+    def saw(self, ev: str | tuple[str, ...], **match: Any) -> list[dict[str, Any]]:
+        """The markers so far of type ``ev`` (or of any type in a tuple) with the given fields."""
+        evs = (ev,) if isinstance(ev, str) else ev
+        return [m for m in self.markers if m["ev"] in evs and _matches(m, match)]
 
-    async def expect(self, ev: str, timeout: float = WAIT, **match: Any) -> dict[str, Any]:
-        """Reads markers until one of type ``ev`` with the given fields arrives."""
+    async def expect(
+        self, ev: str | tuple[str, ...], timeout: float = WAIT, **match: Any
+    ) -> dict[str, Any]:
+        """Reads markers until one of type ``ev`` (or of any type in a tuple) with the given
+        fields arrives."""
+        evs = (ev,) if isinstance(ev, str) else ev
         for seen in self.saw(ev, **match):
             return seen
         assert self.proc.stdout is not None
@@ -50,7 +56,7 @@ class WorkerProcess:
                         raise AssertionError(f"{self.name} exited before {ev} {match}")
                     marker = json.loads(line)
                     self.markers.append(marker)
-                    if marker["ev"] == ev and _matches(marker, match):
+                    if marker["ev"] in evs and _matches(marker, match):
                         return marker
         except (AssertionError, TimeoutError) as exc:
             raise AssertionError(
