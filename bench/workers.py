@@ -79,7 +79,7 @@ from genq_cli.embedded_redis import EmbeddedRedis
 from providers._litellm import set_lean_streams
 from providers.litellm_adapter import Delta
 from workers import handler as handler_module
-from workers.run import WorkerProcess, freeze_heap
+from workers.run import WorkerProcess, freeze_heap, pool_size
 from workers.settings import WorkerSettings
 
 POLL = 0.005
@@ -113,9 +113,10 @@ class CountingConnection(hiredis_packing(Connection)):  # type: ignore[misc]
         return await super().read_response(*args, **kwargs)
 
 
-def counting_client(url: str) -> Any:
-    """A client as ``genq.connect`` makes it, on :class:`CountingConnection`."""
-    client = connect(url)
+def counting_client(url: str, settings: WorkerSettings) -> Any:
+    """A client as ``genq.connect`` makes it for a worker process of ``settings`` (its pool's
+    size included), on :class:`CountingConnection`."""
+    client = connect(url, max_connections=pool_size(settings))
     client.connection_pool.connection_class = CountingConnection
     return client
 
@@ -243,7 +244,7 @@ async def _run_once(
         coalesce_window_ms=window_ms,
         lease=120.0,
     )
-    worker_client = counting_client(url)
+    worker_client = counting_client(url, settings)
     client = aioredis.Redis.from_url(url)
     try:
         process = WorkerProcess.build(settings, worker_client)

@@ -40,10 +40,13 @@ MAX_ERROR_CHARS = 2000
 
 
 def dedicated_client(redis: RedisClient) -> RedisClient:
-    """A client holding one connection of ``redis``'s pool, for the blocking doorbell wait.
+    """A client holding one connection of ``redis``'s pool: for the blocking doorbell wait, and
+    for the presence renewal.
 
     Borrowing a pool connection for each BLPOP would starve running jobs' emits on a bounded
-    pool. A cluster client routes by key and has no single connection to hold: it is used as is.
+    pool; and running jobs must not starve the presence: with every connection taken by emits,
+    a renewal that fails for longer than the presence hands this worker's jobs to the others.
+    A cluster client routes by key and has no single connection to hold: it is used as is.
     """
     if isinstance(redis, RedisCluster):
         return redis
@@ -116,6 +119,7 @@ class Worker:
         self._blocking = False
         self._fetcher: asyncio.Task[None] | None = None
         self._doorbell: RedisClient = queue.redis
+        self._presence_client: RedisClient = queue.redis
         self._listener: asyncio.Task[None] | None = None
         self._presence_task: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
@@ -129,6 +133,8 @@ class Worker:
 
     async def start(self) -> Worker:
         if self._fetcher is None:
+            # Its connection is taken now, before running jobs can take every other one.
+            self._presence_client = dedicated_client(self.queue.redis)
             try:
                 await self._announce()  # before the first claim is filed under this worker
             except (*TRANSIENT, RedisError) as exc:
@@ -177,6 +183,8 @@ class Worker:
             await cancel_and_wait(self._presence_task)
             with contextlib.suppress(*TRANSIENT, RedisError):
                 await self._announce(withdraw=True)
+            if self._presence_client is not self.queue.redis:
+                await self._presence_client.aclose()
         self._stopped.set()
 
     async def __aenter__(self) -> Worker:
@@ -356,7 +364,9 @@ class Worker:
         """Renews (or withdraws) this worker's presence; returns the jobs of workers whose
         presence lapsed, their leases now expired for the taking."""
         keys, args = presence_call(self.queue, self.holder, 0 if withdraw else self.presence)
-        taken = await self.queue.scripts.presence(keys=keys, args=args)
+        taken = await self.queue.scripts.presence(
+            keys=keys, args=args, client=self._presence_client
+        )
         return [text(i) for i in taken]
 
     async def _keep_presence(self) -> None:

@@ -24,6 +24,7 @@ from tenacity import (
 )
 
 from genq import Queue, RedisClient, Worker
+from genq.connection import DEFAULTS as CONNECTION_DEFAULTS
 from genq.connection import connect as connect_redis
 from genq_contract.keys import GatewayKeys
 from genq_contract.spend import publish_prices
@@ -143,6 +144,24 @@ def build_alerts(settings: WorkerSettings, redis: RedisClient) -> DeadLetterAler
     )
 
 
+POOL_SPARE = 16
+"""Connections a worker process keeps beyond one per job: activations, settles and the
+dead-letter alerts' own worker take a few at a time."""
+
+
+def pool_size(settings: WorkerSettings) -> int:
+    """The worker process's connection pool: one connection per job it can run at once (with
+    emits not batched, ``GENQ_COALESCE_WINDOW_MS=0``, each running job holds one while it
+    emits), the three each queue's worker holds (its doorbell, its presence and its cancel
+    channel), and :data:`POOL_SPARE`; never fewer than genq's default. Connections open only
+    when used."""
+    routing = settings.routing()
+    names = settings.selected_providers()
+    jobs = sum(routing.providers[name].concurrency for name in names)
+    least: int = CONNECTION_DEFAULTS["max_connections"]
+    return max(least, jobs + 3 * len(names) + POOL_SPARE)
+
+
 def connect(settings: WorkerSettings) -> RedisClient:
     """The worker's Redis client.
 
@@ -151,6 +170,7 @@ def connect(settings: WorkerSettings) -> RedisClient:
     3 s on average, 6.4 s at most), so a failover or a restart does not fail the generations
     in flight. Re-sending is safe: every genq script carries its lease token and sequence
     number. The worst case on a hung server stays under a minute (9 tries of the timeout).
+    Its pool holds up to :func:`pool_size` connections.
     """
     retry = Retry(ExponentialWithJitterBackoff(base=0.1, cap=1.0), retries=8)
     return connect_redis(
@@ -160,6 +180,7 @@ def connect(settings: WorkerSettings) -> RedisClient:
         health_check_interval=30,
         retry=retry,
         client_name="genq-worker",
+        max_connections=pool_size(settings),
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from genq import JobStatus, Queue
+from genq import JobStatus, Queue, connect
 from tests.faults.invariants import check_invariants, result_writer, tag
 from tests.faults.support import ScriptCalls
 from tests.genq.test_worker_processes import assert_ids_increase, split_at_restart
@@ -177,3 +177,42 @@ async def test_presence_takeover_in_a_live_worker_reclaims_a_vanished_holders_jo
         assert await queue.wait(job.id, timeout=WAIT) == 2
     assert time.monotonic() - began < TAKEOVER_BOUND
     assert await calls.emit(job.id, "t-vanished", 1, '"zombie"') == 4  # lease lost
+
+
+async def test_presence_is_renewed_while_running_jobs_hold_every_pooled_connection(
+    queue: Queue, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Jobs emitting one chunk per round trip, more of them than the worker's pool has
+    connections: every pooled connection is taken most of the time. The presence renews on a
+    connection of its own, so it never fails and never lapses, and no job is taken over.
+    (``queue``, on a client of its own, watches.)"""
+    client = connect(redis_url, max_connections=6)
+    working = Queue(client, queue.prefix, lease=30.0)
+    presence = 1.2
+    ends = time.monotonic() + 2.5 * presence  # past the presence: a lapse would show
+
+    async def handler(job: Any) -> int:
+        emits = 0
+        while time.monotonic() < ends:
+            await job.emit("x")
+            emits += 1
+        return emits
+
+    jobs = [(await queue.enqueue({"n": n})).id for n in range(16)]
+    try:
+        async with working.worker(handler, concurrency=16, presence=presence) as worker:
+            lapses = []
+            while time.monotonic() < ends:
+                until = await queue.redis.zscore(queue.keys.presence, worker.holder)
+                if until is None or until <= await queue.server_time() * 1000:
+                    lapses.append(until)
+                await asyncio.sleep(0.05)
+            results = [await queue.wait(job_id, timeout=WAIT) for job_id in jobs]
+    finally:
+        await client.aclose()
+    assert lapses == []
+    assert not [r for r in caplog.records if "presence not renewed" in r.getMessage()]
+    assert all(emits > 0 for emits in results)
+    for job_id in jobs:
+        record = await queue.get(job_id)
+        assert record is not None and (record.status, record.attempt) == (JobStatus.COMPLETED, 1)

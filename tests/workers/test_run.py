@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
+from genq import JobStatus, Queue
 from workers.drain import Drain
+from workers.run import POOL_SPARE, WorkerProcess, connect, pool_size
 from workers.settings import WorkerSettings
 
 
@@ -45,6 +49,51 @@ async def test_provider_concurrency_caps_running_jobs(start_workers) -> None:
         await asyncio.sleep(0.01)
     await done
     assert peak == 2
+
+
+def test_worker_pool_has_a_connection_for_each_job_it_can_run(
+    worker_settings: Callable[..., WorkerSettings],
+) -> None:
+    big = worker_settings(provider_concurrency={"demo": 100, "openai": 20})
+    assert pool_size(big) == 100 + 20 + 3 * 2 + POOL_SPARE  # three held per queue's worker
+    small = worker_settings(provider_concurrency={"demo": 2, "openai": 2})
+    assert pool_size(small) == 64  # genq's default, at least
+    only = worker_settings(provider_concurrency={"demo": 100}, worker_providers=["openai"])
+    assert pool_size(only) == 64  # the providers this process does not serve take none
+
+
+async def test_unbatched_emits_of_more_jobs_than_the_default_pool_all_run(
+    redis: Any, worker_settings: Callable[..., WorkerSettings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """80 generations emitting one token per round trip (GENQ_COALESCE_WINDOW_MS=0) at once:
+    the process's pool opens past genq's default 64 instead of refusing the 65th emit."""
+    monkeypatch.setenv("GENQ_TEST_OPENAI_KEY", "sk-test-worker-0123456789")
+    settings = worker_settings(provider_concurrency={"demo": 80}, coalesce_window_ms=0)
+    client = connect(settings)
+    assert client.connection_pool.max_connections == pool_size(settings) > 80
+
+    async def workers_connections() -> int:
+        return sum(1 for c in await redis.client_list() if c["name"] == "genq-worker")
+
+    before = await workers_connections()
+    process = WorkerProcess.build(settings, client)
+    await process.start()
+    try:
+        queue = Queue(redis, prefix=process.queues["demo"].prefix)
+        params = {"demo_tokens": 60, "demo_delay_ms": 0}
+        jobs = [
+            await queue.enqueue({"model": "demo/fast", "prompt": f"j{i}", "params": params})
+            for i in range(80)
+        ]
+        await asyncio.gather(*(queue.wait(job.id, timeout=30) for job in jobs))
+        opened = await workers_connections() - before
+    finally:
+        await process.stop(deadline=5)
+        await client.aclose()
+    assert opened > 64, opened
+    for job in jobs:
+        record = await queue.get(job.id)
+        assert record is not None and (record.status, record.attempt) == (JobStatus.COMPLETED, 1)
 
 
 async def test_second_stop_request_aborts_at_once(start_workers) -> None:
