@@ -40,8 +40,9 @@ What is measured (every system gets the same work, in-process, one producer, one
             (backlog x sleep / concurrency). FIFO would make B wait out A's whole backlog.
   emit      ``job.emit`` calls/s from handlers (1 job; 64 concurrent jobs) vs a bare EVALSHA
             loop of ``return 1`` at the same concurrency. "1 conn" routes every command through
-            a single connection (a blocking pool of one; the worker's cancel listener gets a
-            second connection of its own); "pool" uses the client's default pool.
+            a single connection (the bare loop: a blocking pool of one; the worker: one more
+            than the three its cancel listener, presence and doorbell hold); "pool" uses the
+            client's default pool.
   bare      EVALSHA of ``return 1``, sequential, on the producers' kind of client (the default
             pool): the ceiling for one producer, best of every round it ran in.
 """
@@ -83,6 +84,7 @@ sys.path.insert(0, str(HERE.parent))
 from genq import ActiveJob, EnqueueItem, Queue, connect
 from genq._enqueue import enqueue_call
 from genq.cluster import Call
+from genq.worker import HELD_CONNECTIONS
 from genq_cli.embedded_redis import EmbeddedRedis
 
 PAYLOAD = {"prompt": "Write a haiku about queues.", "model": "demo"}
@@ -833,7 +835,7 @@ async def emit_rate(
         if len(finished) == jobs:
             everyone_out.set()
         # No slot frees before every job is done emitting: a free slot sends the worker's
-        # fetcher into BLPOP, which on a one-connection pool would hold the emitters' connection.
+        # fetcher to reserve, on the emitters' connection, while they are timed.
         await everyone_out.wait()
 
     ids = [(await q.enqueue(PAYLOAD)).id for _ in range(jobs)]
@@ -860,8 +862,9 @@ async def bench_emit(b: Bench) -> list[Row]:
     jobs, per_job, single = b.args.emit_jobs, b.args.emits_per_job, b.args.emits
     key = f"{{{b.prefix('bare-emit')}}}:k"
     rows = []
-    # Worker clients get 2 connections: one is held by the cancel listener (pub/sub), every
-    # other command (reserve, emit, settle) shares the second. The bare loop gets that one.
+    # Worker clients get 4 connections: the cancel listener (pub/sub), the presence and the
+    # doorbell hold one each (genq.worker.HELD_CONNECTIONS); every other command (reserve,
+    # emit, settle) shares the fourth. The bare loop gets one.
     cases = [
         ("emit/s, 1 job (1 conn)", 1, single, True),
         (f"emit/s, {jobs} jobs (1 conn)", jobs, per_job, True),
@@ -869,7 +872,7 @@ async def bench_emit(b: Bench) -> list[Row]:
     ]
     for label, n_jobs, per, one_conn in cases:
         section = f"emit-{n_jobs}-{'one' if one_conn else 'pool'}"
-        worker_client = b.one_connection_client(2) if one_conn else b.client()
+        worker_client = b.one_connection_client(HELD_CONNECTIONS + 1) if one_conn else b.client()
         bare_client = b.one_connection_client(1) if one_conn else b.genq_client()
         await bare_rate(bare_client, n_jobs, 50, key)  # warm up connections
         genq = bare = 0.0

@@ -37,6 +37,9 @@ PRESENCE_SECONDS = 1.2
 paused) loses its jobs to the others, whatever their leases say. Renewed 6 times as often."""
 
 MAX_ERROR_CHARS = 2000
+HELD_CONNECTIONS = 3
+"""Connections a worker holds for as long as it runs: its doorbell wait, its presence renewal
+and its cancel channel (pub/sub). Its jobs' calls share the rest of the pool."""
 
 
 def dedicated_client(redis: RedisClient) -> RedisClient:
@@ -98,6 +101,13 @@ class Worker:
             raise ValueError("concurrency must be >= 1")
         if not 0.2 <= presence <= 60:
             raise ValueError("presence must be 0.2 to 60 seconds")
+        pool = None if isinstance(queue.redis, RedisCluster) else queue.redis.connection_pool
+        if pool is not None and pool.max_connections <= HELD_CONNECTIONS:
+            raise ValueError(
+                f"a worker needs a pool of more than {HELD_CONNECTIONS} connections (its "
+                "doorbell, presence and cancel channel hold one each; its jobs share the rest); "
+                f"this client's holds {pool.max_connections}"
+            )
         self.queue = queue
         self.handler = handler
         self.concurrency = concurrency
@@ -133,15 +143,16 @@ class Worker:
 
     async def start(self) -> Worker:
         if self._fetcher is None:
-            # Its connection is taken now, before running jobs can take every other one.
+            # The connections it holds are taken now, before running jobs can take every other.
+            self._doorbell = dedicated_client(self.queue.redis)
             self._presence_client = dedicated_client(self.queue.redis)
             try:
+                await self._doorbell.initialize()
                 await self._announce()  # before the first claim is filed under this worker
             except (*TRANSIENT, RedisError) as exc:
                 log.warning("presence not announced yet (%s); the loop retries", exc)
             self._presence_task = asyncio.create_task(self._keep_presence(), name="genq-presence")
             self._fetcher = asyncio.create_task(self._fetch_loop(), name="genq-fetch")
-            self._doorbell = dedicated_client(self.queue.redis)
             self._listener = asyncio.create_task(self._listen_cancels(), name="genq-cancels")
         return self
 

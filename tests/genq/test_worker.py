@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from genq import JobStatus, Queue
+from genq import JobStatus, Queue, connect
 
 
 async def test_worker_emit_and_progress_reach_the_stream(queue):
@@ -115,6 +115,42 @@ async def test_worker_idle_blocks_on_doorbell_instead_of_polling(queue, redis):
     # A polling loop would have run hundreds of picks in 1.5 s; a blocked one runs a handful.
     assert evals < 30, evals
     assert calls(after, "blpop") > calls(before, "blpop")
+
+
+async def test_worker_holds_its_three_connections_from_the_start_and_refuses_a_smaller_pool(
+    queue, redis, redis_url
+):
+    async def handler(job):
+        return None
+
+    for size in (1, 3):
+        with pytest.raises(ValueError, match=f"more than 3 connections.*holds {size}"):
+            Queue(connect(redis_url, max_connections=size), queue.prefix).worker(handler)
+
+    async def take(pool, count):
+        return [await pool.get_connection() for _ in range(count)]
+
+    client = connect(redis_url, pool_timeout=0.3, max_connections=4)
+    pool = client.connection_pool
+    try:
+        async with Queue(client, queue.prefix).worker(handler, concurrency=4):
+            async with asyncio.timeout(5):  # the cancel channel subscribes from its own task
+                while (await redis.pubsub_numsub(queue.keys.cancels))[0][1] < 1:
+                    await asyncio.sleep(0.01)
+            # The doorbell, the presence and the cancel channel hold one each, before any job
+            # ran: one connection is left, for the jobs' calls.
+            (mine,) = await take(pool, 1)
+            with pytest.raises(Exception, match="No connection available"):
+                await take(pool, 1)
+            await pool.release(mine)
+            job = await queue.enqueue("one")
+            assert await queue.wait(job.id, timeout=5) is None
+        held = await take(pool, 4)  # a stopped worker gave them back
+        for connection in held:
+            await pool.release(connection)
+    finally:
+        await client.aclose()
+        await pool.aclose()
 
 
 async def test_worker_result_that_cannot_be_encoded_dead_letters(queue):
