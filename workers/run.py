@@ -26,6 +26,7 @@ from tenacity import (
 from genq import Queue, RedisClient, Worker
 from genq.connection import DEFAULTS as CONNECTION_DEFAULTS
 from genq.connection import connect as connect_redis
+from genq.worker import HELD_CONNECTIONS
 from genq_contract.keys import GatewayKeys
 from genq_contract.spend import publish_prices
 from providers.costs import served_models, warm_up
@@ -159,7 +160,7 @@ def pool_size(settings: WorkerSettings) -> int:
     names = settings.selected_providers()
     jobs = sum(routing.providers[name].concurrency for name in names)
     least: int = CONNECTION_DEFAULTS["max_connections"]
-    return max(least, jobs + 3 * len(names) + POOL_SPARE)
+    return max(least, jobs + HELD_CONNECTIONS * len(names) + POOL_SPARE)
 
 
 def connect(settings: WorkerSettings) -> RedisClient:
