@@ -1,8 +1,9 @@
 -- Shared helpers: genq/scripts.py splices the ones a script uses into it, after its #!lua line.
 
+-- The server's clock in ms. TIME answers two strings of digits; Lua's arithmetic reads them.
 local function now_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return t[1] * 1000 + math.floor(t[2] / 1000)
 end
 
 -- Scores and timestamps are integers below 2^53. redis.call sends a Lua number that holds an
@@ -59,10 +60,16 @@ local function books_at(i)
   }
 end
 
--- n (a whole number, or its digits) zero-padded to width digits. '%d' formats Lua's number as
--- a 64-bit integer: every digit of the ranks and times padded here, and cheaper than '%.0f'.
-local function pad(n, width)
-  return string.format('%0' .. width .. 'd', tonumber(n))
+-- A time in ms and a rank (whole numbers, or their digits) zero-padded to 15 and 16 digits, so
+-- that they sort as text. '%d' formats Lua's number as a 64-bit integer: every digit kept, and
+-- cheaper than '%.0f'. Constant formats: building one per call cost an enqueue 5,000
+-- instructions.
+local function pad_ms(n)
+  return string.format('%015d', n)
+end
+
+local function pad_rank(n)
+  return string.format('%016d', n)
 end
 
 -- Appends the attempt that just ended to the record's history: a JSON list of {attempt,
@@ -143,7 +150,7 @@ the due ones. ]]
 local FINISHED = {completed = true, failed = true, cancelled = true}
 
 local function index_entry(status, created, id)
-  return status .. '\0' .. pad(created, 15) .. '\0' .. id
+  return status .. '\0' .. pad_ms(created) .. '\0' .. id
 end
 
 local function index_add(B, tenant, status, created, id)
@@ -159,7 +166,7 @@ local function index_drop(B, tenant, status, created, id)
 end
 
 local function expiry_entry(status, tenant, created, id)
-  return status .. '\0' .. tenant .. '\0' .. pad(created, 15) .. '\0' .. id
+  return status .. '\0' .. tenant .. '\0' .. pad_ms(created) .. '\0' .. id
 end
 
 -- Moves the job's index entries from its current status to `to` (nil: out of the index).
@@ -264,7 +271,7 @@ each tenant's leases. ]]
 local STRIDE = 1000000
 
 local function line_entry(tenant, rank, id)
-  return tenant .. '\0' .. pad(rank, 16) .. '\0' .. id
+  return tenant .. '\0' .. pad_rank(rank) .. '\0' .. id
 end
 
 -- The first `count` entries of a tenant's line (after its first `skip`, if given).

@@ -45,7 +45,7 @@ end
 -- A waiting job is in the intake until a pick admits it, then in the ready set.
 local tenant = state[3] or ''
 if status ~= 'waiting' or redis.call('LREM', intake, 1,
-    intake_entry(pad(state[5], 15), tenant, state[4], id)) == 0 then
+    intake_entry(pad_ms(state[5]), tenant, state[4], id)) == 0 then
   leave_ready(B, ready, id, state[4], tenant)
 end
 redis.call('ZREM', scheduled, id)

@@ -41,21 +41,18 @@ local single = #ARGV == NARGS
 -- A write to a shared key: sent at once for a single item; for many, gathered per key and
 -- sent once at the end (RPUSH takes many entries, ZADD and HSET many pairs).
 local gathered
+local later = redis.call
 if not single then
   gathered = {}
-end
-local function later(command, key, ...)
-  if single then
-    redis.call(command, key, ...)
-    return
-  end
-  local args = gathered[key]
-  if not args then
-    args = {command, key}
-    gathered[key] = args
-  end
-  for _, value in ipairs({...}) do
-    args[#args + 1] = value
+  later = function(command, key, ...)
+    local args = gathered[key]
+    if not args then
+      args = {command, key}
+      gathered[key] = args
+    end
+    for _, value in ipairs({...}) do
+      args[#args + 1] = value
+    end
   end
 end
 
@@ -90,13 +87,13 @@ local function enqueue(i)
 
   if not now then
     now = now_ms()
-    created, padded = now, pad(now, 15)
+    created, padded = now, pad_ms(now)
     first = redis.call('INCR', seq)
   end
   made = made + 1
   local priority, delay, tenant = ARGV[a + 4], tonumber(ARGV[a + 5]), ARGV[a + 9]
   -- The ready set's score, padded once for the record, the rank hash and the intake entry.
-  local rank = pad((1000 - tonumber(priority)) * 1e12 + first + made - 1, 16)
+  local rank = pad_rank((1000 - tonumber(priority)) * 1e12 + first + made - 1)
   status = 'waiting'
   if delay > 0 then
     status = 'scheduled'
