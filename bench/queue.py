@@ -412,7 +412,7 @@ async def saq_worker(queue: Any, functions: list[Any], **options: Any) -> AsyncI
 
 
 def bare_call(b: Bench) -> Callable[[int], Awaitable[Any]]:
-    """One call of the bare loop (``return 1``, default pool), the script loaded."""
+    """One call of the bare loop: ``return 1`` (registered once), on the default pool."""
     if b.bare_script is None:
         b.bare_script = b.client().register_script("return 1")
     script, key = b.bare_script, f"{{{b.prefix('bare')}}}:k"

@@ -22,10 +22,12 @@ CLAIM_SECONDS = 10.0
 
 
 async def pick(
-    queue: QueueBase, count: int, holder: str, claim: float = CLAIM_SECONDS
+    queue: QueueBase, count: int, holder: str, claim: float | None = None
 ) -> tuple[list[str], list[str], int]:
-    """Claims up to ``count`` jobs under ``holder`` for ``claim`` seconds: (claimed ids, expired
-    lease ids, ms until the next scheduled job or lease expiry, -1 for none)."""
+    """Claims up to ``count`` jobs under ``holder`` for ``claim`` seconds (by default
+    :data:`CLAIM_SECONDS`, read at the call): (claimed ids, expired lease ids, ms until the next
+    scheduled job or lease expiry, -1 for none)."""
+    claim = CLAIM_SECONDS if claim is None else claim
     keys, args = queue.pick_call(count, claim, holder)
     while True:
         claimed, expired, wait_ms, admitting = await queue.scripts.pick(keys=keys, args=args)
