@@ -1,6 +1,7 @@
 import asyncio
 
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from genq import JobStatus, Queue, connect
 
@@ -140,7 +141,7 @@ async def test_worker_holds_its_three_connections_from_the_start_and_refuses_a_s
             # The doorbell, the presence and the cancel channel hold one each, before any job
             # ran: one connection is left, for the jobs' calls.
             (mine,) = await take(pool, 1)
-            with pytest.raises(Exception, match="No connection available"):
+            with pytest.raises(RedisConnectionError, match="No connection available"):
                 await take(pool, 1)
             await pool.release(mine)
             job = await queue.enqueue("one")
