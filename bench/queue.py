@@ -439,14 +439,15 @@ async def interleaved(
     elapsed = dict.fromkeys(steps, 0.0)
     server = dict.fromkeys(steps, 0.0)
     names = list(steps)
+    mark = await server_usec(admin)  # one reading between turns: each turn's end, the next's start
     for turn, start in enumerate(range(0, n, block)):
         for name in names[turn % len(names) :] + names[: turn % len(names)]:
-            step, before = steps[name], await server_usec(admin)
-            began = time.perf_counter()
+            step, began = steps[name], time.perf_counter()
             for i in range(start, min(start + block, n)):
                 await step(i)
             elapsed[name] += time.perf_counter() - began
-            server[name] += await server_usec(admin) - before
+            before, mark = mark, await server_usec(admin)
+            server[name] += mark - before
     return {name: (n / elapsed[name], server[name] / n) for name in names}
 
 
@@ -521,9 +522,8 @@ async def bench_enqueue(b: Bench) -> list[Row]:
         with b.profiled("enqueue_many", first=r == 0):
             many = max(many, size * await timed(batches, enqueue_batch))
     b.bare = max(b.bare, best["bare"])
-    genq, saq_rate, arq_rate, script, bare_rate = (
-        best["genq"], best["saq"], best["arq"], best["script"], b.bare
-    )  # fmt: skip
+    genq, saq_rate, arq_rate, script = best["genq"], best["saq"], best["arq"], best["script"]
+    bare_rate = b.bare
     return [
         Row(
             "enqueue jobs/s (one at a time)",
