@@ -57,7 +57,7 @@ format: install
 bench: install
 	$(BIN)/python bench/queue.py
 	$(BIN)/python bench/workers.py
-	$(BIN)/python bench/fanout.py
+	$(BIN)/python -m bench.fanout
 	$(BIN)/python -m bench.batch
 
 ## 1,000 demo generations, 4 worker processes, one killed at random every few seconds.

@@ -12,14 +12,21 @@ from typing import Any
 
 import pytest
 import uvloop
-from redis.asyncio import BlockingConnectionPool, Connection, Redis
+from redis.asyncio import BlockingConnectionPool, Connection, ConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import SSLConnection
 from redis.crc import key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from genq.connection import DEFAULTS, connect, hiredis_packing, is_cluster_url
+import genq.connection
+from genq.connection import (
+    DEFAULTS,
+    LeanConnectionPool,
+    connect,
+    hiredis_packing,
+    is_cluster_url,
+)
 from genq_cli.embedded_redis import free_port
 from tests.cluster.local_cluster import LocalCluster
 
@@ -148,6 +155,69 @@ async def test_connect_keyword_arguments_override_the_defaults(redis_url: str) -
         assert client.connection_pool.connection_kwargs["socket_timeout"] == 1.5
         assert client.connection_pool.max_connections == 3
         assert await client.client_getname() == "genq-test"
+    finally:
+        await client.aclose()
+
+
+async def test_connect_plain_pool_reuses_caps_and_replaces_its_connections(redis_url: str) -> None:
+    # genq's pool (LeanConnectionPool) skips redis-py's per-checkout bookkeeping; what a pool
+    # is for must hold: reuse, the cap, and a connection the server closed reopened.
+    client = connect(redis_url, max_connections=2, client_name="genq-lean-pool")
+    admin = Redis.from_url(redis_url)
+
+    async def connections() -> list[int]:
+        return [int(c["id"]) for c in await admin.client_list() if c["name"] == "genq-lean-pool"]
+
+    try:
+        assert isinstance(client.connection_pool, LeanConnectionPool)
+        for n in range(50):
+            assert await client.echo(str(n)) == str(n).encode()
+        first = await connections()
+        assert len(first) == 1  # one sequential caller: one connection, reused
+        blocked = [asyncio.create_task(client.blpop(["{lean}:nothing"], 2)) for _ in range(2)]
+        await asyncio.sleep(0.2)
+        with pytest.raises(RedisConnectionError, match="Too many connections"):
+            await client.ping()  # both connections are held by the blocking reads
+        await admin.lpush("{lean}:nothing", "a", "b")
+        assert {r[1] for r in await asyncio.gather(*blocked)} == {b"a", b"b"}
+        assert len(await connections()) == 2
+
+        # Connections the server closed: the command that meets one fails (as on redis-py's
+        # pool, with no retry configured) and returns it closed; the next checkout reopens it.
+        for connection_id in await connections():
+            await admin.client_kill_filter(_id=connection_id)
+        with pytest.raises(RedisConnectionError, match="closed"):
+            await client.echo("lost")
+        assert await client.echo("revived") == b"revived"
+        assert len(set(await connections()) - set(first)) >= 1
+    finally:
+        await client.aclose()
+        await admin.aclose()
+
+
+async def test_connect_plain_pool_runs_redis_pys_own_checkout_when_its_metrics_are_on(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken: list[str] = []
+    real_get, real_release = ConnectionPool.get_connection, ConnectionPool.release
+
+    async def counted_get(self: ConnectionPool, *args: Any) -> Any:
+        taken.append("get")
+        return await real_get(self, *args)
+
+    async def counted_release(self: ConnectionPool, connection: Any) -> None:
+        taken.append("release")
+        await real_release(self, connection)
+
+    monkeypatch.setattr(ConnectionPool, "get_connection", counted_get)
+    monkeypatch.setattr(ConnectionPool, "release", counted_release)
+    client = connect(redis_url)
+    try:
+        assert await client.ping() is True
+        assert taken == []  # metrics off (the default): genq's checkout alone
+        monkeypatch.setattr(genq.connection, "_metrics_on", lambda: True)
+        assert await client.ping() is True
+        assert taken == ["get", "release"]
     finally:
         await client.aclose()
 
