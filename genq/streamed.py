@@ -22,6 +22,7 @@ is safe to run twice.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from functools import cache
 from itertools import islice
 from typing import Any, TypeGuard
 
@@ -52,11 +53,14 @@ def pooled(redis: Any) -> TypeGuard[Redis]:
     """Whether ``redis`` is a single node's client drawing on its pool (not a Cluster client,
     a pipeline, or a client holding one connection of its own): what :func:`run_streamed`
     writes to directly."""
-    return (
-        isinstance(redis, Redis)
-        and not isinstance(redis, Pipeline)
-        and not redis.single_connection_client
-    )
+    return _single_node_client(redis.__class__) and not redis.single_connection_client
+
+
+@cache
+def _single_node_client(kind: type) -> bool:
+    """Whether ``kind`` is a single node's client and not a pipeline, once per class: redis-py's
+    ``Pipeline`` is a typing Protocol, whose ``isinstance`` costs 0.4 µs when it says no."""
+    return issubclass(kind, Redis) and not issubclass(kind, Pipeline)
 
 
 async def _streamed(

@@ -18,7 +18,7 @@ import genq.scripts
 from genq import Queue
 from genq.connection import connect, hiredis_packing
 from genq.scripts import Script
-from genq.streamed import run_streamed
+from genq.streamed import pooled, run_streamed
 from tests.polling import waited_for
 
 
@@ -72,6 +72,23 @@ async def test_a_script_call_whose_connection_dies_is_sent_again_and_runs_once(r
     finally:
         admin.close()
         await client.aclose()
+
+
+async def test_only_a_single_nodes_pooled_client_takes_genqs_path(redis_url):
+    client = connect(redis_url)
+    single = connect(redis_url, single_connection_client=True)
+    try:
+        async with client.pipeline(transaction=False) as pipe:
+            assert [pooled(c) for c in (client, pipe, single, object())] == [
+                True,
+                False,
+                False,
+                False,
+            ]
+            assert pooled(client) and not pooled(pipe)  # the same again, from the class cache
+    finally:
+        await client.aclose()
+        await single.aclose()
 
 
 async def test_an_error_reply_is_raised_as_redis_py_raises_it(queue):
