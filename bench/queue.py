@@ -21,7 +21,7 @@ What is measured (every system gets the same work, in-process, one producer, one
             genq's script call on genq's client (as ``Queue.enqueue`` sends it): the floor
             of the server's and the wire's share, so genq's ratio to it is its Python's
             share. "least enqueue" (in the same turns): a script that only writes a record
-            (the payload) and a list entry, its arguments premade, on genq's client: what
+            (the payload) and a list entry, sent the same way, its arguments premade: what
             any durable enqueue costs at least, so the premade script's ratio to it is what
             genq's own steps cost (the existence check, clock, sequence, rank, intake entry,
             doorbell). "server µs per enqueue": the server's own
@@ -92,6 +92,7 @@ sys.path.insert(0, str(HERE.parent))
 from genq import ActiveJob, EnqueueItem, Queue, connect
 from genq._enqueue import enqueue_call
 from genq.cluster import Call
+from genq.scripts import Script
 from genq.worker import HELD_CONNECTIONS
 from genq_cli.embedded_redis import EmbeddedRedis
 
@@ -494,20 +495,21 @@ async def bench_enqueue(b: Bench) -> list[Row]:
         return [enqueue_call(q, EnqueueItem(PAYLOAD)) for _ in range(n)]
 
     # The least any durable enqueue does: one script that writes a record (the payload) and one
-    # list entry, on genq's client, its arguments made before the clock starts. The gap from it
-    # to genq's premade script is what genq's own steps cost the server and the wire.
-    least_script = script_client.register_script(LEAST)
+    # list entry, sent as genq's premade script is (genq's script call on genq's client, its
+    # keys and arguments made before the clock starts). The gap from it to genq's premade
+    # script is what genq's own steps cost the server and the wire.
+    least_script = Script(script_client, LEAST)
     least_prefix = b.prefix("least")
     encoded = q.codec.encode(PAYLOAD)
 
-    def least(ids: list[str]) -> Callable[[int], Awaitable[Any]]:
-        return lambda i: least_script(
-            keys=[f"{{{least_prefix}}}:job:{ids[i]}", f"{{{least_prefix}}}:list"],
-            args=[encoded, ids[i]],
-        )
+    def least_calls() -> list[Call]:
+        ids = [os.urandom(16).hex() for _ in range(n)]
+        return [
+            ([f"{{{least_prefix}}}:job:{i}", f"{{{least_prefix}}}:list"], [encoded, i]) for i in ids
+        ]
 
-    def new_ids() -> list[str]:
-        return [os.urandom(16).hex() for _ in range(n)]
+    def least(calls: list[Call]) -> Callable[[int], Awaitable[Any]]:
+        return lambda i: least_script(*calls[i])
 
     await q.enqueue(PAYLOAD)  # loads the script
     bare = bare_call(b)
@@ -517,7 +519,7 @@ async def bench_enqueue(b: Bench) -> list[Row]:
     await timed(100, arq_enqueue)
     await timed(200, bare)
     await timed(100, lambda i: enqueue_script(*warm_up[i], client=script_client))
-    await timed(100, least(new_ids()))
+    await timed(100, least(least_calls()))
     await timed(5, enqueue_batch)
     best = dict.fromkeys(("genq", "saq", "arq", "bare", "script", "least"), 0.0)  # calls/s
     server = dict.fromkeys(best, float("inf"))  # the server's µs per call, least of rounds
@@ -533,7 +535,7 @@ async def bench_enqueue(b: Bench) -> list[Row]:
                 "arq": arq_enqueue,
                 "bare": bare,
                 "script": lambda i, calls=calls: enqueue_script(*calls[i], client=script_client),
-                "least": least(new_ids()),
+                "least": least(least_calls()),
             },
             n,
             b.args.block,
