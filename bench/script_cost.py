@@ -62,7 +62,7 @@ LEFT_OUT = {
         "local status = redis.call('HGET', job, 'status')",
         "local status = nil",
     ),
-    "clock": ("now = now_ms()", "now = 1764600000000"),
+    "clock": ("created = now_digits()", "created = '1764600000000'"),
     "sequence": ("first = redis.call('INCR', seq)", "first = 5"),
     "record": ("redis.call('HSET', job, unpack(fields))", ""),
     "intake": ("later('RPUSH', intake, intake_entry(padded, tenant, rank, id))", ""),

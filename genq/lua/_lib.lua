@@ -6,6 +6,14 @@ local function now_ms()
   return t[1] * 1000 + math.floor(t[2] / 1000)
 end
 
+-- The same clock as digits, for a script that only writes it: the seconds, then the first three
+-- of the microseconds' six. No arithmetic: reading TIME's strings as numbers and writing the
+-- sum back as text cost an enqueue 5,800 of its 142,000 instructions.
+local function now_digits()
+  local t = redis.call('TIME')
+  return t[1] .. string.sub('00000' .. t[2], -6, -4)
+end
+
 -- Scores and timestamps are integers below 2^53. redis.call sends a Lua number that holds an
 -- integer as its exact digits, so they go to Redis as numbers; text built in Lua from one goes
 -- through int(): '%.0f' keeps every digit (tostring would not).
@@ -60,14 +68,16 @@ local function books_at(i)
   }
 end
 
--- A time in ms and a rank (whole numbers, or their digits) zero-padded to 15 and 16 digits, so
--- that they sort as text. '%d' formats Lua's number as a 64-bit integer: every digit kept, and
--- cheaper than '%.0f'. Constant formats: building one per call cost an enqueue 5,000
--- instructions.
-local function pad_ms(n)
-  return string.format('%015d', n)
+-- A time in ms zero-padded to 15 digits, so that times sort as text. It comes as digits (a
+-- record's created_at, an entry's slice, now_digits()), so it is padded as text: '%015d' would
+-- read it as a number first.
+local function pad_ms(digits)
+  return string.sub('000000000000000' .. digits, -15)
 end
 
+-- A rank (a whole number) zero-padded to 16 digits. '%d' formats Lua's number as a 64-bit
+-- integer: every digit kept, and cheaper than '%.0f'. Constant formats: building one per call
+-- cost an enqueue 5,000 instructions.
 local function pad_rank(n)
   return string.format('%016d', n)
 end
@@ -147,7 +157,11 @@ status moves it (reindex, called before the status is written). A finished job's
 with its record: finish() files them in expiry under the record's expiry, and pick.lua drops
 the due ones. ]]
 
-local FINISHED = {completed = true, failed = true, cancelled = true}
+-- A function rather than a table of the three: a script makes its helpers on every call, and
+-- a table cost 1,600 instructions where a function costs 400.
+local function finished(status)
+  return status == 'completed' or status == 'failed' or status == 'cancelled'
+end
 
 local function index_entry(status, created, id)
   return status .. '\0' .. pad_ms(created) .. '\0' .. id
@@ -179,7 +193,7 @@ local function reindex(B, job, to)
   end
   if f[1] then
     index_drop(B, tenant, f[1], created, id)
-    if FINISHED[f[1]] then
+    if finished(f[1]) then
       redis.call('ZREM', B.expiry, expiry_entry(f[1], tenant, created, id))
     end
   end

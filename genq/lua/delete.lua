@@ -20,7 +20,7 @@ local state = redis.call('HMGET', job, 'status', 'idempotency_key')
 if not state[1] then
   return {0}
 end
-if not FINISHED[state[1]] then
+if not finished(state[1]) then
   return {2}
 end
 if state[2] ~= ARGV[2] then

@@ -26,7 +26,7 @@ KEYS[7] job index           KEYS[8] tenant index       KEYS[9] index expiry
 then for item i (from 0): KEYS[10 + 3i] job record, KEYS[11 + 3i] job stream,
 KEYS[12 + 3i] idempotency key (any placeholder if none)
 ARGV, nine per item: ARGV[9i + 1] job id, ARGV[9i + 2] nonce, ARGV[9i + 3] encoded payload,
-ARGV[9i + 4] priority, ARGV[9i + 5] delay (ms), ARGV[9i + 6] max attempts,
+ARGV[9i + 4] priority, ARGV[9i + 5] delay (ms, '0' for none), ARGV[9i + 6] max attempts,
 ARGV[9i + 7] idempotency key ('' for none), ARGV[9i + 8] idempotency ttl (ms),
 ARGV[9i + 9] tenant ('' for the default one)
 Returns {code, id} per item, one flat list: 0 created, 1 deduplicated (id is the bound job's),
@@ -56,7 +56,7 @@ if not single then
   end
 end
 
-local now, created, padded, first, made, rung = nil, nil, nil, 0, 0, 0
+local created, padded, first, made, rung = nil, nil, 0, 0, 0
 
 local function enqueue(i)
   local a, k = NARGS * i, STATIC + 3 * i
@@ -77,7 +77,7 @@ local function enqueue(i)
     if (redis.call('HGET', job, 'nonce') or id) == nonce then
       return 0, id
     end
-    if not FINISHED[status] then
+    if not finished(status) then
       return 2, id
     end
     reindex({index = index, tindex = tindex, expiry = expiry}, job, nil) -- the books it keeps
@@ -85,17 +85,22 @@ local function enqueue(i)
     redis.call('ZREM', dead, id)
   end
 
-  if not now then
-    now = now_ms()
-    created, padded = now, pad_ms(now)
+  if not created then
+    created = now_digits()
+    padded = pad_ms(created)
     first = redis.call('INCR', seq)
   end
   made = made + 1
-  local priority, delay, tenant = ARGV[a + 4], tonumber(ARGV[a + 5]), ARGV[a + 9]
+  -- Compared as text first: reading a number from text costs an enqueue 2,600 instructions.
+  local priority, delay, tenant = ARGV[a + 4], ARGV[a + 5], ARGV[a + 9]
+  local band = 1000e12
+  if priority ~= '0' then
+    band = (1000 - tonumber(priority)) * 1e12
+  end
   -- The ready set's score, padded once for the record, the rank hash and the intake entry.
-  local rank = pad_rank((1000 - tonumber(priority)) * 1e12 + first + made - 1)
+  local rank = pad_rank(band + first + made - 1)
   status = 'waiting'
-  if delay > 0 then
+  if delay ~= '0' then
     status = 'scheduled'
   end
   local fields = {
@@ -111,8 +116,8 @@ local function enqueue(i)
   if tenant ~= '' then
     fields[#fields + 1], fields[#fields + 2] = 'tenant', tenant
   end
-  if delay > 0 then
-    local run_at = now + delay
+  if delay ~= '0' then
+    local run_at = tonumber(created) + tonumber(delay)
     fields[#fields + 1], fields[#fields + 2] = 'run_at', run_at
     later('ZADD', scheduled, run_at, id)
     later('HSET', rank_hash, id, scheduled_entry(rank, tenant))

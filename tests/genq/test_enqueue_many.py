@@ -305,6 +305,10 @@ async def test_enqueue_record_leaves_out_defaults_and_reads_them_back(queue):
     for default in ("attempt", "progress", "cancel_requested", "out", "eseq", "priority",
                     "tenant", "updated_at", "run_at"):  # fmt: skip
         assert default not in fields
+    # created_at is the server's clock in ms, written as digits (the seconds, then the
+    # microseconds' first three of six).
+    seconds, micros = await queue.redis.time()
+    assert 0 <= seconds * 1000 + micros // 1000 - int(raw[b"created_at"]) < 5000
     job = await queue.get(plain.id)
     assert (job.attempt, job.priority, job.tenant, job.progress) == (0, 0, "", None)
     assert not job.cancel_requested and job.history == ()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from genq.scripts import NAMES, helpers, names_in, source
@@ -41,3 +43,20 @@ def test_every_helper_is_used_by_some_script() -> None:
 
 def test_a_comment_naming_a_helper_does_not_pull_it_in() -> None:
     assert names_in("-- make_ready's turn\n--[[ leave_ready\n]] local x = 1") == {"local", "x"}
+
+
+async def test_now_digits_is_the_servers_clock_in_ms_with_its_micros_padded(redis) -> None:
+    # Readings 7 ms apart until one second's microseconds below 100,000 (padded) and above were
+    # both seen: a second at most.
+    _, pieces = helpers()
+    script = pieces["now_digits"] + "return {now_digits(), redis.call('TIME')}"
+    seen: set[bool] = set()
+    for _ in range(300):
+        digits, (seconds, micros) = await redis.eval(script, 0)
+        seen.add(int(micros) < 100_000)
+        after = int(seconds) * 1000 + int(micros) // 1000
+        assert digits.isdigit() and 0 <= after - int(digits) <= 2
+        if len(seen) == 2:
+            break
+        await asyncio.sleep(0.007)
+    assert seen == {True, False}
