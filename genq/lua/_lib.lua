@@ -8,7 +8,9 @@ end
 
 -- The same clock as digits, for a script that only writes it: the seconds, then the first three
 -- of the microseconds' six. No arithmetic: reading TIME's strings as numbers and writing the
--- sum back as text cost an enqueue 5,800 of its 142,000 instructions.
+-- sum back as text cost an enqueue 5,800 of its 142,000 instructions. Two helpers, not one
+-- derived from the other: now_ms as tonumber(now_digits()) cost every emit, pick and settle
+-- 3,000 instructions more.
 local function now_digits()
   local t = redis.call('TIME')
   return t[1] .. string.sub('00000' .. t[2], -6, -4)
