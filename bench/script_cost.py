@@ -8,9 +8,12 @@ Everything the server does for a call is in it: reading and parsing the command,
 the reply.
 
   return 1              ``EVALSHA`` of ``return 1`` with enqueue.lua's keys and arguments
-  helpers of S          script S's spliced helpers (genq/scripts.py) and then ``return 1``:
-                        what S pays before its own first line; "every helper" is _lib.lua whole
-  enqueue.lua           one enqueue, no idempotency key, default tenant, into a growing queue
+  helpers of S          every helper script S reaches (genq/scripts.py), then ``return 1``: what
+                        a call that runs S to its end pays for them (each is made where S first
+                        needs it, so one that returns early pays less); "every helper" is
+                        _lib.lua whole
+  enqueue.lua           one enqueue as ``Queue.enqueue`` sends it (the shape for one new job),
+                        no idempotency key, default tenant, into a growing queue
   enqueue.lua - X       the same with one of its server calls left out (the script then does
                         less than an enqueue: a measure of that call's share, nothing more)
   admit.lua, per job    one admission of --calls jobs from the intake (8 tenants), divided by
@@ -51,22 +54,32 @@ import redis.asyncio as aioredis
 from genq import ActiveJob, EnqueueItem, Queue
 from genq._enqueue import enqueue_call
 from genq.cluster import Call
-from genq.scripts import helpers, source
+from genq.scripts import helpers, reached, source
 from genq_cli.embedded_redis import free_port, valkey_binary
 
 PAYLOAD = {"model": "demo/fast", "prompt": "hello world"}
 
 LEFT_OUT = {
-    # name: (text in enqueue.lua, what replaces it)
+    # name: (text in enqueue.lua's path for one new job, what replaces it)
     "existence check": (
-        "local status = redis.call('HGET', job, 'status')",
-        "local status = nil",
+        "  if redis.call('HGET', job, 'status') then\n    return {0, id}\n  end\n",
+        "",
     ),
-    "clock": ("created = now_digits()", "created = '1764600000000'"),
-    "sequence": ("first = redis.call('INCR', seq)", "first = 5"),
-    "record": ("redis.call('HSET', job, unpack(fields))", ""),
-    "intake": ("later('RPUSH', intake, intake_entry(padded, tenant, rank, id))", ""),
-    "doorbell": ("    ring_doorbell(signal)\n  end\n  return replies", "  end\n  return replies"),
+    "clock": (
+        "local created, priority, tenant = now_digits(),",
+        "local created, priority, tenant = '1764600000000',",
+    ),
+    "sequence": ("rank_of(priority, redis.call('INCR', KEYS[3]))", "rank_of(priority, 5)"),
+    "record": (
+        "  redis.call('HSET', job, unpack(record(id, id, 'waiting', ARGV[2], ARGV[4], rank, "
+        "created, key,\n    ARGV[6], priority, tenant)))\n",
+        "",
+    ),
+    "intake": (
+        "  redis.call('RPUSH', KEYS[1], intake_entry(pad_ms(created), tenant, rank, id))\n",
+        "",
+    ),
+    "doorbell": ("  ring_doorbell(KEYS[2])\n", ""),
 }
 
 
@@ -144,10 +157,12 @@ def per_admitted(c: Counted, queue: Queue, jobs: int) -> float:
     return c.instructions() / jobs
 
 
-def preamble(name: str) -> str:
-    """Script ``name`` up to its own first line (its docstring), then ``return 1``."""
-    text = source(name)
-    return text[: text.index("\n--[[\n")] + "\nreturn 1"
+def helpers_of(name: str) -> str:
+    """Every helper script ``name`` reaches, made one after another, then ``return 1``: what
+    a call that runs the whole script pays for them (one that returns early pays for fewer)."""
+    lead, pieces = helpers()
+    needed = reached(source(name))
+    return "#!lua\n" + lead + "".join(p for n, p in pieces.items() if n in needed) + "\nreturn 1"
 
 
 def every_helper() -> str:
@@ -205,7 +220,7 @@ def main() -> None:
         rows.append(("return 1", per_call(c, "return 1", same)))
         rows.append(("every helper", per_call(c, every_helper(), same)))
         for script in ("enqueue", "pick", "activate", "emit", "settle"):
-            rows.append((f"helpers of {script}.lua", per_call(c, preamble(script), same)))
+            rows.append((f"helpers of {script}.lua", per_call(c, helpers_of(script), same)))
         enqueue = source("enqueue")
         rows.append(("enqueue.lua", per_call(c, enqueue, fresh(args.calls + 20))))
         for left_out in LEFT_OUT:

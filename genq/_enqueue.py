@@ -58,12 +58,18 @@ class EnqueueItem:
 
 @lru_cache(maxsize=1024)
 def static_keys(keys: Keys) -> tuple[str, ...]:
-    """``enqueue.lua``'s first KEYS, the same for every call on one queue."""
+    """``enqueue.lua``'s first KEYS for items, the same for every call on one queue."""
     k = keys
     return (
         k.intake, k.scheduled, k.rank, k.dead, k.signal, k.seq, k.index, k.tenant_index,
         k.index_expiry,
     )  # fmt: skip
+
+
+@lru_cache(maxsize=1024)
+def new_job_keys(keys: Keys) -> tuple[str, str, str]:
+    """``enqueue.lua``'s first KEYS for one new job: its intake, doorbell and sequence."""
+    return keys.intake, keys.signal, keys.seq
 
 
 def item_call(
@@ -111,27 +117,36 @@ def item_call(
 
 
 def enqueue_call(queue: QueueBase, item: EnqueueItem) -> Call:
-    """The checked ``enqueue.lua`` call for ``item`` alone; raises ValueError on a bad option."""
+    """The checked ``enqueue.lua`` call for ``item`` alone, as :meth:`genq.Queue.enqueue` sends
+    it; raises ValueError on a bad option."""
     keys, args = item_call(
         queue, item.payload, item.idempotency_key, item.priority, item.delay, item.job_id,
         item.max_attempts, item.idempotency_ttl, item.tenant,
     )  # fmt: skip
+    return one_call(queue, keys, args)
+
+
+def one_call(queue: QueueBase, keys: Sequence[str], args: Sequence[Any]) -> Call:
+    """``enqueue.lua``'s call for one item (``item_call``'s keys and arguments): a new job ready
+    at once (a generated id, its own nonce, and no delay) in the script's shape for one new
+    job, which sends 12 values instead of 21; any other in its shape for items."""
+    job_id, nonce, payload, priority, delay_ms, attempts, key, idem_ttl, tenant = args
+    if job_id == nonce and not delay_ms:
+        return (
+            [*new_job_keys(queue.keys), keys[0], keys[2]],
+            [job_id, payload, priority, attempts, key, idem_ttl, tenant],
+        )
     return [*static_keys(queue.keys), *keys], list(args)
 
 
-async def run_enqueue(
-    queue: QueueBase, keys: Sequence[str], args: Sequence[Any]
-) -> tuple[Any, int]:
-    """``enqueue.lua`` for one item (``item_call``'s keys and arguments). Returns the reply and
-    how many replicas confirmed it (with durable acceptance off: 0, and no ``WAIT`` is sent)."""
+async def run_enqueue(queue: QueueBase, call: Call) -> tuple[Any, int]:
+    """``enqueue.lua`` for one item (``one_call``'s call). Returns the reply and how many
+    replicas confirmed it (with durable acceptance off: 0, and no ``WAIT`` is sent)."""
     script = queue.scripts.enqueue
-    static = static_keys(queue.keys)
     if queue.durable_replicas:
-        replies, acknowledged = await run_durably(
-            queue.redis, script, [([*static, *keys], args)], *durability(queue)
-        )
+        replies, acknowledged = await run_durably(queue.redis, script, [call], *durability(queue))
         return replies[0], acknowledged
-    return await script(keys=(*static, *keys), args=args), 0
+    return await script(*call), 0
 
 
 def durability(queue: QueueBase) -> tuple[int, int]:

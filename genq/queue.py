@@ -17,6 +17,7 @@ from ._enqueue import (
     enqueue_batch,
     enqueued,
     item_call,
+    one_call,
     run_enqueue,
 )
 from ._job_index import IdPage, JobPage, count_jobs, list_ids, list_jobs
@@ -100,7 +101,7 @@ class Queue(QueueBase):
             self, payload, idempotency_key, priority, delay, job_id, max_attempts,
             idempotency_ttl, tenant,
         )  # fmt: skip
-        (code, bound), acknowledged = await run_enqueue(self, keys, args)
+        (code, bound), acknowledged = await run_enqueue(self, one_call(self, keys, args))
         result = enqueued(args[0], code, bound)
         confirm(self, acknowledged, [result.id])
         return result

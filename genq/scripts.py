@@ -1,9 +1,10 @@
 """The Lua scripts: loading, and the return codes they share.
 
 Each state change is one file in ``genq/lua``. ``_lib.lua`` holds the helpers the scripts share;
-since Redis has no include, the ones a script uses (and the ones those use) are spliced in right
-after its ``#!lua`` line. Only those: the server runs a script's whole text on every call, and
-defining every helper cost each call about as much as two ``redis.call`` commands.
+since Redis has no include, the ones a script uses (and the ones those use) are spliced into it,
+each just before the first of its top-level statements that needs it. Only those, and only
+there: the server makes a script's helpers anew on every call, and defining every helper cost
+each call about as much as two ``redis.call`` commands.
 ``register_script`` loads each once and reloads it after a server restart (NOSCRIPT).
 """
 
@@ -20,7 +21,7 @@ from redis.commands.core import AsyncScript
 
 from .connection import RedisClient
 from .errors import JobExistsError, JobLeaseLostError, JobNotFoundError
-from .streamed import pooled, run_streamed
+from .streamed import pooled, run_one
 
 NAMES = (
     "enqueue",
@@ -61,47 +62,95 @@ def names_in(lua: str) -> set[str]:
     return set(WORD.findall(COMMENT.sub("", lua)))
 
 
+def commentary(lines: Sequence[str]) -> list[str]:
+    """Each line's kind: "block" (inside ``--[[ ... ]]``, blank lines there too), "comment"
+    (``--``), "blank" or "code"."""
+    kinds, in_block = [], False
+    for line in lines:
+        in_block = in_block or line.startswith("--[[")
+        if in_block:
+            kinds.append("block")
+        else:
+            kinds.append(
+                "comment" if line.startswith("--") else "code" if line.strip() else "blank"
+            )
+        in_block = in_block and "]]" not in line
+    return kinds
+
+
+def with_comments_above(kinds: Sequence[str], i: int, over: tuple[str, ...]) -> int:
+    """Where line ``i`` starts once the lines of the ``over`` kinds just above it are counted
+    in."""
+    while i > 0 and kinds[i - 1] in over:
+        i -= 1
+    return i
+
+
 @cache
 def helpers() -> tuple[str, dict[str, str]]:
     """``_lib.lua`` cut into its top-level definitions, each with the comments just above it:
     (what comes before the first, {name: its text})."""
     lines = (resources.files("genq") / "lua" / "_lib.lua").read_text().splitlines(keepends=True)
-    commentary, in_block = [], False
-    for line in lines:
-        in_block = in_block or line.startswith("--[[")
-        commentary.append(in_block or line.startswith("--") or not line.strip())
-        in_block = in_block and "]]" not in line
+    kinds = commentary(lines)
     cuts: list[tuple[int, str]] = []
     for i, line in enumerate(lines):
-        if (m := DEFINITION.match(line)) and not commentary[i]:
-            start = i
-            while start > 0 and commentary[start - 1]:
-                start -= 1
-            cuts.append((start, m.group(1)))
+        if (m := DEFINITION.match(line)) and kinds[i] == "code":
+            cuts.append((with_comments_above(kinds, i, ("block", "comment", "blank")), m.group(1)))
     ends = [start for start, _ in cuts[1:]] + [len(lines)]
     pieces = {name: "".join(lines[a:b]) for (a, name), b in zip(cuts, ends, strict=True)}
     return "".join(lines[: cuts[0][0]]), pieces
 
 
+def reached(lua: str) -> set[str]:
+    """The helpers ``lua`` uses, and the ones those use."""
+    pieces = helpers()[1]
+    found: set[str] = set()
+    pending = names_in(lua) & pieces.keys()
+    while pending:
+        found |= pending
+        pending = set().union(*(names_in(pieces[n]) for n in pending)) & pieces.keys() - found
+    return found
+
+
+CLOSES_A_BLOCK = re.compile(r"(end|else|elseif|until)\b|[})\]]")
+
+
+def statements(body: str) -> list[str]:
+    """``body`` cut before each top-level statement (a line of code at column 0 that does not
+    close a block), each with the comments just above it."""
+    lines = body.splitlines(keepends=True)
+    kinds = commentary(lines)
+    starts = [0]
+    for i, line in enumerate(lines):
+        if kinds[i] == "code" and not line[0].isspace() and not CLOSES_A_BLOCK.match(line):
+            starts.append(max(starts[-1], with_comments_above(kinds, i, ("block", "comment"))))
+    ends = [*starts[1:], len(lines)]
+    return ["".join(lines[a:b]) for a, b in zip(starts, ends, strict=True) if a < b]
+
+
 @cache
 def source(name: str) -> str:
-    """The script's text with the helpers it needs spliced in, in ``_lib.lua``'s order (made
-    once per process: every queue's ``Scripts`` registers the same texts)."""
+    """The script's text with the helpers it needs spliced in (made once per process: every
+    queue's ``Scripts`` registers the same texts). Each helper goes in just before the first
+    top-level statement that reaches it, in ``_lib.lua``'s order: the server makes a helper
+    when the script runs past its definition, so a call that returns early does not pay for
+    the helpers of the statements it never reaches."""
     text = (resources.files("genq") / "lua" / f"{name}.lua").read_text()
     shebang, _, body = text.partition("\n")
     preamble, pieces = helpers()
-    needed: set[str] = set()
-    pending = names_in(body) & pieces.keys()
-    while pending:
-        needed |= pending
-        pending = set().union(*(names_in(pieces[n]) for n in pending)) & pieces.keys() - needed
-    lib = "".join(piece for n, piece in pieces.items() if n in needed)
-    return f"{shebang}\n{preamble}{lib}\n{body}"
+    made: set[str] = set()
+    out = [f"{shebang}\n{preamble}"]
+    for statement in statements(body):
+        needed = reached(statement) - made
+        out += [piece for n, piece in pieces.items() if n in needed]
+        out.append(statement)
+        made |= needed
+    return "".join(out)
 
 
 class Script(AsyncScript):
     """A registered script whose calls on a single node's pooled client skip redis-py's
-    per-command bookkeeping (:func:`genq.streamed.run_streamed`); on a cluster, a client holding
+    per-command bookkeeping (:func:`genq.streamed.run_one`); on a cluster, a client holding
     one connection, or a pipeline, it is redis-py's ``AsyncScript`` as it is."""
 
     async def __call__(
@@ -113,8 +162,7 @@ class Script(AsyncScript):
         client = self.registered_client if client is None else client
         if not pooled(client):
             return await super().__call__(keys, args, client)
-        (reply,) = await run_streamed(client, self, [(keys or (), tuple(args or ()))])
-        return reply
+        return await run_one(client, self, keys or (), tuple(args or ()))
 
 
 class Scripts:

@@ -1,4 +1,5 @@
--- Shared helpers: genq/scripts.py splices the ones a script uses into it, after its #!lua line.
+-- Shared helpers: genq/scripts.py splices the ones a script uses into it, each just before the
+-- first of the script's top-level statements that needs it.
 
 -- The server's clock in ms. TIME answers two strings of digits; Lua's arithmetic reads them.
 local function now_ms()

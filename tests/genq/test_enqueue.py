@@ -4,6 +4,7 @@ import pytest
 
 from genq import EnqueueItem, JobExistsError, JobStatus, Queue
 from genq._enqueue import enqueue_call
+from tests.faults.support import intake_ids
 
 
 async def test_enqueue_creates_waiting_record(queue):
@@ -122,6 +123,74 @@ async def test_enqueue_rerun_of_same_call_does_not_duplicate(queue):
     second = await queue.scripts.enqueue(keys=keys, args=args)
     assert first[0] == 0 and second[0] == 0
     assert (await queue.stats()).waiting == 1
+
+
+@pytest.mark.parametrize("key", [None, "req-9"])
+async def test_enqueue_rerun_of_a_new_jobs_call_does_not_duplicate(queue, key):
+    """The same for the call of one new job (a generated id, no delay), which goes out in the
+    script's own shape for that: its id is its nonce, so a record or a key bound to that id can
+    only be the call's own."""
+    keys, args = enqueue_call(queue, EnqueueItem("p", idempotency_key=key))
+    assert len(keys) + len(args) == 12  # the shape for one new job
+    first = await queue.scripts.enqueue(keys=keys, args=args)
+    second = await queue.scripts.enqueue(keys=keys, args=args)
+    assert first == second == [0, args[0].encode()]
+    assert await intake_ids(queue) == [args[0]]
+    assert int(await queue.redis.get(queue.keys.seq)) == 1
+    if key:  # another call with the same key gets the bound job
+        again = await queue.enqueue("q", idempotency_key=key)
+        assert (again.id, again.deduplicated) == (args[0], True)
+
+
+@pytest.mark.parametrize(
+    ("options", "shape"),
+    [
+        ({}, 12),
+        ({"idempotency_key": "k", "priority": 4, "tenant": "acme", "max_attempts": 5}, 12),
+        ({"job_id": "mine"}, 21),  # a custom id may name a finished job: the items' shape
+        ({"delay": 5}, 21),
+    ],
+)
+async def test_enqueue_sends_one_new_job_in_its_own_shape_and_any_other_as_an_item(
+    queue, options, shape
+):
+    keys, args = enqueue_call(queue, EnqueueItem("p", **options))
+    assert len(keys) + len(args) == shape
+    code, job_id = await queue.scripts.enqueue(keys=keys, args=args)
+    assert code == 0
+    job = await queue.get(job_id.decode())
+    assert job.payload == "p" and job.tenant == options.get("tenant", "")
+    assert job.status is (JobStatus.SCHEDULED if "delay" in options else JobStatus.WAITING)
+
+
+async def test_a_new_job_and_the_same_item_in_a_batch_write_the_same_record(queue):
+    """One new job takes its own path through enqueue.lua; a batch item takes the items' path.
+    Both write the same record and intake entry, but for the id, the clock and the sequence."""
+    variants = [
+        {},
+        {"priority": -7},
+        {"tenant": "acme", "priority": 12},
+        {"idempotency_key": "one", "idempotency_ttl": 90, "max_attempts": 9},
+    ]
+    for n, options in enumerate(variants):
+        alone = await queue.enqueue({"n": n}, **options)
+        if "idempotency_key" in options:
+            options = {**options, "idempotency_key": "two"}
+        (batched,) = await queue.enqueue_many([EnqueueItem({"n": n}, **options)])
+        entries = await queue.redis.lrange(queue.keys.intake, -2, -1)
+        records, lines = [], []
+        for job_id, entry in zip((alone.id, batched.id), entries, strict=True):
+            raw = await queue.redis.hgetall(queue.keys.job(job_id))
+            assert raw.pop(b"id") == job_id.encode()
+            assert int(raw.pop(b"created_at")) > 0
+            rank = raw.pop(b"rank")
+            assert raw.pop(b"idempotency_key", b"") in (b"", b"one", b"two")
+            records.append({**raw, b"band": rank[:4]})
+            created, tenant, line_rank, entry_id = entry.split(b"\0")
+            assert (line_rank, entry_id) == (rank, job_id.encode()) and len(created) == 15
+            lines.append(tenant)
+        assert records[0] == records[1], options
+        assert lines[0] == lines[1] == options.get("tenant", "").encode()
 
 
 @pytest.mark.parametrize(

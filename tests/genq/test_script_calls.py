@@ -1,7 +1,8 @@
 """genq's script calls (``genq.scripts.Script``). On a single node's pooled client they go out
-through :func:`genq.streamed.run_streamed` instead of redis-py's ``execute_command``; they must keep
-what that path gives: a NOSCRIPT reload, the client's retry on a dropped connection, error
-replies raised, and redis-py's own path where genq's does not apply."""
+through :func:`genq.streamed.run_one` (batches through :func:`genq.streamed.run_streamed`) instead
+of redis-py's ``execute_command``; they must keep what that path gives: a NOSCRIPT reload, the
+client's retry on a dropped connection, error replies raised, a connection left in step when a
+call is cancelled, and redis-py's own path where genq's does not apply."""
 
 from __future__ import annotations
 
@@ -24,14 +25,14 @@ from tests.polling import waited_for
 
 async def test_a_script_call_goes_out_through_genqs_path_on_a_pooled_client(queue, monkeypatch):
     calls: list[str] = []
-    real = genq.scripts.run_streamed
+    real = genq.scripts.run_one
 
     async def counted(*args, **kwargs):
         calls.append(args[1].sha)
         return await real(*args, **kwargs)
 
     await queue.enqueue({"n": 0})  # loads the script
-    monkeypatch.setattr(genq.scripts, "run_streamed", counted)
+    monkeypatch.setattr(genq.scripts, "run_one", counted)
     done = await queue.enqueue({"n": 1})
     assert calls == [queue.scripts.enqueue.sha]
     assert (await queue.get(done.id)).payload == {"n": 1}
@@ -69,6 +70,35 @@ async def test_a_script_call_whose_connection_dies_is_sent_again_and_runs_once(r
         assert (await queue.get(done.id)).payload == {"n": 1}
         assert int(await client.get(queue.keys.seq)) == 2
         assert await client.llen(queue.keys.intake) == 2
+    finally:
+        admin.close()
+        await client.aclose()
+
+
+async def test_a_call_cancelled_before_its_reply_leaves_no_reply_behind(redis_url, prefix):
+    # The server holds the reply (CLIENT PAUSE WRITE) while the call is cancelled: its
+    # connection is dropped, so the next call on the pool reads its own reply, not that one.
+    client = connect(redis_url)
+    echo = Script(client, "return ARGV[1]")
+    admin = redis_sync.Redis.from_url(redis_url)
+
+    def held() -> bool:
+        return any(int(c["id"]) == pooled_id and c["cmd"] == "evalsha" for c in admin.client_list())
+
+    try:
+        assert await echo(args=["warm"]) == b"warm"
+        pooled_id = await client.client_id()
+        admin.execute_command("CLIENT", "PAUSE", 5000, "WRITE")
+        try:
+            call = asyncio.create_task(echo(args=["first"]))
+            assert await asyncio.to_thread(waited_for, held)
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+        finally:
+            admin.execute_command("CLIENT", "UNPAUSE")
+        assert await echo(args=["second"]) == b"second"
+        assert await client.client_id() != pooled_id  # the cancelled call's connection was dropped
     finally:
         admin.close()
         await client.aclose()

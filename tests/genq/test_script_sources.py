@@ -1,12 +1,14 @@
-"""How the scripts' sources are assembled: each gets the shared helpers it reaches, and no other."""
+"""How the scripts' sources are assembled: each gets the shared helpers it reaches, and no other,
+each made just before the first statement that needs it."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 
-from genq.scripts import NAMES, helpers, names_in, source
+from genq.scripts import COMMENT, NAMES, helpers, names_in, source, statements
 
 
 def defined(text: str) -> set[str]:
@@ -33,6 +35,41 @@ def test_helpers_reached_only_through_another_helper_are_spliced_in() -> None:
     # enqueue.lua calls reindex, which calls index_drop and index_add; emit.lua needs none.
     assert {"reindex", "index_drop", "index_add", "expiry_entry"} <= defined(source("enqueue"))
     assert defined(source("emit")) == {"now_ms", "append", "restart_stream"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_helper_is_defined_before_the_code_first_names_it(name: str) -> None:
+    code = COMMENT.sub("", source(name))
+    for helper in defined(source(name)):
+        first = re.search(rf"\b{helper}\b", code)
+        assert first is not None
+        before = code[: first.end()]
+        assert before.endswith((f"local function {helper}", f"local {helper}")), (name, helper)
+
+
+def test_a_helper_is_made_where_the_script_first_needs_it() -> None:
+    # enqueue.lua returns from its path for one new job before the items' path, whose helpers
+    # (reindex and what it calls) come only after it.
+    text = source("enqueue")
+    new_job = text.index("if #KEYS == 5 then")
+    assert text.index("local function now_digits") < new_job
+    assert text.index("local function reindex") > new_job
+    assert text.index("local function index_drop") > new_job
+
+
+def test_statements_are_cut_at_column_0_but_never_inside_a_block_or_a_comment() -> None:
+    body = (
+        "--[[\nAbout it.\n\nKEYS[1] not code\n]]\n"
+        "-- the first\nlocal a = 1\n"
+        "if a then\n  a = 2\nelse\n  a = 3\nend\n"
+        "\n-- the last\nreturn {\n  a,\n}\n"
+    )
+    assert statements(body) == [
+        "--[[\nAbout it.\n\nKEYS[1] not code\n]]\n-- the first\nlocal a = 1\n",
+        "if a then\n  a = 2\nelse\n  a = 3\nend\n\n",
+        "-- the last\nreturn {\n  a,\n}\n",
+    ]
+    assert "".join(statements(body)) == body
 
 
 def test_every_helper_is_used_by_some_script() -> None:
