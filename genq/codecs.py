@@ -29,7 +29,7 @@ class JsonCodec:
     # which was half of the encoding's cost.
     _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
     # And json's C encoder, made once: ``JSONEncoder.encode`` makes one per call (with the dict
-    # its circular-reference check fills), which cost an enqueue 2-2.5 µs right after a reply.
+    # its circular-reference check fills), which cost an enqueue 2-3 µs right after a reply.
     # Without that check a circular value recurses until RecursionError; ``encode`` then hands
     # the value to the encoder above, which raises json's own error.
     _made_once = (
