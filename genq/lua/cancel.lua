@@ -31,7 +31,7 @@ end
 if status == 'completed' or status == 'failed' then
   return {0, status}
 end
-if state[2] ~= ARGV[5] then
+if (state[2] or '') ~= ARGV[5] then  -- a job with no key has no field
   return {6}
 end
 

@@ -23,7 +23,7 @@ end
 if not finished(state[1]) then
   return {2}
 end
-if state[2] ~= ARGV[2] then
+if (state[2] or '') ~= ARGV[2] then  -- a job with no key has no field
   return {6}
 end
 reindex(B, job, nil)

@@ -34,7 +34,7 @@ if not status then
   redis.call('ZREM', leases, id)
   return {0}
 end
-if state[2] ~= ARGV[5] then
+if (state[2] or '') ~= ARGV[5] then  -- a job with no key has no field
   return {6}
 end
 end_lease(B, leases, id, state[7])

@@ -23,7 +23,7 @@ local dead_letter = state[1] == 'failed' and redis.call('ZSCORE', dead, id)
 if not (dead_letter or (state[1] == 'cancelled' and ARGV[4] == '1')) then
   return {0}
 end
-if state[2] ~= ARGV[3] then
+if (state[2] or '') ~= ARGV[3] then  -- a job with no key has no field
   return {6}
 end
 local now = now_ms()

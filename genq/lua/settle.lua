@@ -73,14 +73,15 @@ if state[3] == '1' or outcome == 'cancel' then
 end
 
 if outcome == 'complete' then
-  local keep = math.max(result_ttl, tonumber(state[7]))
-  if result_ttl == 0 or tonumber(state[7]) == 0 then
+  local idem_ttl = tonumber(state[7]) or result_ttl  -- a job with no key has no idem_ttl
+  local keep = math.max(result_ttl, idem_ttl)
+  if result_ttl == 0 or idem_ttl == 0 then
     keep = 0  -- kept forever (a key kept forever keeps its job too)
   end
   redis.call('HSET', job, 'result', data, 'progress', 1)
   finish(B, job, events, 'completed', now, data, keep, maxlen)
-  if redis.call('GET', idem) == id and tonumber(state[7]) > 0 then
-    redis.call('PEXPIRE', idem, tonumber(state[7]))
+  if redis.call('GET', idem) == id and idem_ttl > 0 then
+    redis.call('PEXPIRE', idem, idem_ttl)
   end
   return {0, 'completed'}
 end

@@ -45,6 +45,29 @@ async def test_enqueue_50_concurrent_same_key_make_one_job_and_one_run(queue):
     assert runs == [results[0].id]
 
 
+async def test_job_without_key_has_no_key_fields_and_keeps_the_result_ttl(queue):
+    # A record without a key leaves idempotency_key and idem_ttl out (each field costs the
+    # server an HSET pair); every script reads the missing key as '' and the missing ttl as
+    # the result's, so the job runs, completes and expires as one with a key does.
+    e = await queue.enqueue("p", idempotency_ttl=0)
+    keyed = await queue.enqueue("p", idempotency_key="k", idempotency_ttl=0)
+    key_fields = {b"idempotency_key", b"idem_ttl"}
+    assert not key_fields & set(await queue.redis.hkeys(queue.keys.job(e.id)))
+    assert key_fields <= set(await queue.redis.hkeys(queue.keys.job(keyed.id)))
+
+    async def handler(job):
+        return "answer"
+
+    async with queue.worker(handler):
+        assert await queue.wait(e.id, timeout=10) == "answer"
+        assert await queue.wait(keyed.id, timeout=10) == "answer"
+    # result_ttl is 60 s: a ttl without a key means nothing, so it cannot keep the job forever;
+    # a key kept forever keeps its job too.
+    assert 50_000 < await queue.redis.pttl(queue.keys.job(e.id)) <= 60_000
+    assert await queue.redis.pttl(queue.keys.job(keyed.id)) == -1
+    assert (await queue.get(e.id)).idempotency_key is None
+
+
 async def test_enqueue_key_held_after_completion_for_idempotency_ttl(queue):
     e = await queue.enqueue("p", idempotency_key="k", idempotency_ttl=0.5)
 
