@@ -15,7 +15,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from .deps import Gateway
 from .errors import install_error_handlers
-from .middleware import BodyLimit, CatchAll, SecurityHeaders, redact_access_logs
+from .middleware import BodyLimit, CatchAll, GatewayApp, SecurityHeaders, redact_access_logs
 from .openai import chat, models, responses
 from .routes import (
     alerts,
@@ -75,7 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             await gateway.close()
 
-    app = FastAPI(
+    app = GatewayApp(
         title="genq gateway",
         version="0.1.0",
         description=API_DESCRIPTION,

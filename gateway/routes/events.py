@@ -34,6 +34,7 @@ from .._per_loop import PerLoop
 from .._quiet import QuietGate
 from ..deps import GatewayDep, JobId, JobTenantDep, OwnedJob, load_owned_job
 from ..errors import BadRequest
+from ..middleware import SERVER_SEND
 from ..schemas import ERRORS
 from ..tail import CursorRefused, Tail, ViewerLagged, order_of
 
@@ -158,12 +159,15 @@ class _SlotResponse(EventSourceResponse):
         """``time.monotonic()`` when the write in progress started; 0 between writes."""
         self._sender: asyncio.Task[object] | None = None
         self._stalled = False
+        self._server_send: Send | None = None
+        """Where body messages go: the server's own ``send`` (see ``GatewayApp``)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         watch = _SendWatch.of_this_loop() if self.send_timeout else None
         if watch is not None:
             watch.add(self)
         ending = self._ending
+        self._server_send = scope.get(SERVER_SEND)
 
         async def receive_until_ended() -> Message:
             message = await receive()
@@ -184,6 +188,8 @@ class _SlotResponse(EventSourceResponse):
         if self._sender is None:
             self._sender = asyncio.current_task()
         self.sending_since = time.monotonic()
+        if message["type"] == "http.response.body" and self._server_send is not None:
+            send = self._server_send  # past the chain: its wrappers only look at the start
         try:
             await send(message)
         except asyncio.CancelledError:
