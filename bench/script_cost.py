@@ -71,8 +71,8 @@ LEFT_OUT = {
     ),
     "sequence": ("rank_of(priority, redis.call('INCR', KEYS[3]))", "rank_of(priority, 5)"),
     "record": (
-        "  redis.call('HSET', job, unpack(record(id, id, 'waiting', ARGV[2], ARGV[4], rank, "
-        "created, key,\n    ARGV[6], priority, tenant)))\n",
+        "  redis.call('HSET', job, unpack(record(id, id, 'waiting', ARGV[2], ARGV[3], rank, "
+        "created, key,\n    ARGV[7], priority, tenant)))\n",
         "",
     ),
     "intake": (

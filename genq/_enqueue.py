@@ -129,13 +129,17 @@ def enqueue_call(queue: QueueBase, item: EnqueueItem) -> Call:
 def one_call(queue: QueueBase, keys: Sequence[str], args: Sequence[Any]) -> Call:
     """``enqueue.lua``'s call for one item (``item_call``'s keys and arguments): a new job ready
     at once (a generated id, its own nonce, and no delay) in the script's shape for one new
-    job, which sends 12 values instead of 21; any other in its shape for items."""
+    job, which sends 7 to 12 values instead of 21; any other in its shape for items."""
     job_id, nonce, payload, priority, delay_ms, attempts, key, idem_ttl, tenant = args
     if job_id == nonce and not delay_ms:
-        return (
-            [*new_job_keys(queue.keys), keys[0], keys[2]],
-            [job_id, payload, priority, attempts, key, idem_ttl, tenant],
-        )
+        # The values that hold their defaults are left off the end (each costs the server
+        # about 1,300 instructions): a plain enqueue sends 4 keys and 3 arguments.
+        new_keys = [*new_job_keys(queue.keys), keys[0]]
+        if key:
+            new_keys.append(keys[2])
+            return new_keys, [job_id, payload, attempts, priority, tenant, key, idem_ttl]
+        rest = (priority, tenant) if tenant else (priority,) if priority else ()
+        return new_keys, [job_id, payload, attempts, *rest]
     return [*static_keys(queue.keys), *keys], list(args)
 
 

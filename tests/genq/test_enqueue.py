@@ -154,7 +154,7 @@ async def test_enqueue_rerun_of_a_new_jobs_call_does_not_duplicate(queue, key):
     script's own shape for that: its id is its nonce, so a record or a key bound to that id can
     only be the call's own."""
     keys, args = enqueue_call(queue, EnqueueItem("p", idempotency_key=key))
-    assert len(keys) + len(args) == 12  # the shape for one new job
+    assert len(keys) + len(args) == (12 if key else 7)  # the shape for one new job
     first = await queue.scripts.enqueue(keys=keys, args=args)
     second = await queue.scripts.enqueue(keys=keys, args=args)
     assert first == second == [0, args[0].encode()]
@@ -168,7 +168,10 @@ async def test_enqueue_rerun_of_a_new_jobs_call_does_not_duplicate(queue, key):
 @pytest.mark.parametrize(
     ("options", "shape"),
     [
-        ({}, 12),
+        ({}, 7),  # the values holding their defaults are left off the end
+        ({"priority": -4}, 8),
+        ({"tenant": "acme"}, 9),
+        ({"idempotency_key": "k"}, 12),
         ({"idempotency_key": "k", "priority": 4, "tenant": "acme", "max_attempts": 5}, 12),
         ({"job_id": "mine"}, 21),  # a custom id may name a finished job: the items' shape
         ({"delay": 5}, 21),
@@ -183,6 +186,9 @@ async def test_enqueue_sends_one_new_job_in_its_own_shape_and_any_other_as_an_it
     assert code == 0
     job = await queue.get(job_id.decode())
     assert job.payload == "p" and job.tenant == options.get("tenant", "")
+    assert job.priority == options.get("priority", 0)
+    assert job.max_attempts == options.get("max_attempts", queue.max_attempts)
+    assert job.idempotency_key == options.get("idempotency_key")
     assert job.status is (JobStatus.SCHEDULED if "delay" in options else JobStatus.WAITING)
 
 
