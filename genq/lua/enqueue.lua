@@ -82,12 +82,10 @@ local function record(id, nonce, status, payload, attempts, rank, created, key, 
   return fields
 end
 
--- One new job, straight through, sent with only the keys and arguments it needs. The same
--- enqueue through the items' path cost the server 135,800 instructions on Redis 7, this path
--- 103,400 (bench/script_cost.py): fewer values to read, and it returns before the items' path
--- makes its inner functions and the helpers only that path uses. Leaving the key's two fields
--- out of a record with no key took it to 99,200, and leaving the values that hold their
--- defaults off the end of the call to 94,500.
+-- One new job, straight through, sent with only the keys and arguments it needs: fewer values
+-- to read, and it returns before the items' path makes its inner functions and the helpers
+-- only that path uses. On Redis 7 it costs the server about 94,500 instructions, where the
+-- same enqueue through the items' path cost 135,800 (bench/script_cost.py).
 if #KEYS <= 5 then  -- the items' shape sends 12 or more
   local job = KEYS[4]
   local id, key = ARGV[1], ARGV[6] or ''
