@@ -37,7 +37,7 @@ What is measured (every system gets the same work, in-process, one producer, one
             each blocked in BLMOVE, upkeep timers), settled = its ``after_process`` hook ran.
             "fair" spreads the jobs over --tenants tenants (genq's per-tenant round robin on;
             SAQ has no tenants, so its one figure is the peer of both genq lines). genq and SAQ:
-            best of --drain-rounds (2), alternating; arq once.
+            best of --drain-rounds (3), alternating; arq once.
   latency   an idle worker (concurrency C); one producer enqueues N jobs one after another at
             random intervals (exponential, mean --latency-gap), so arrivals fall at random
             phases of arq's poll; latency = handler start - the instant before enqueue. The
@@ -123,7 +123,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=100, help="items per enqueue_many call (100)")
     p.add_argument("--concurrency", type=int, default=50, help="worker concurrency / max_jobs")
     p.add_argument("--tenants", type=int, default=8, help="tenants in the fair drain (8)")
-    p.add_argument("--drain-rounds", type=int, help="best of R drains, genq and SAQ (2; quick 1)")
+    p.add_argument("--drain-rounds", type=int, help="best of R drains, genq and SAQ (3; quick 1)")
     p.add_argument("--latency", type=int, help="jobs in the latency run (80; quick 60)")
     p.add_argument("--latency-gap", type=float, default=0.03, help="mean seconds between jobs")
     p.add_argument("--backlog", type=int, help="tenant A's backlog (5000; quick 1000)")
@@ -151,7 +151,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     full = {
         "enqueue": 1500,
         "drain": 4000,
-        "drain_rounds": 2,
+        "drain_rounds": 3,
         "latency": 80,
         "backlog": 5000,
         "emits": 1500,
