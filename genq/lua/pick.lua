@@ -94,16 +94,69 @@ local holder = ARGV[6] or ''
 -- tenant's line is read past the entries already taken, and its lease count is kept here.
 local taken, held, entries, scored, held_by, holds = {}, {}, {}, {}, {}, {}
 local served
+
+-- The turns are decided in the script's memory: `order` holds the lowest tenants of the turns
+-- set as it orders them (pass, then name), {tenant, pass} each, and every tenant outside it
+-- sorts after all of them. A tenant whose new pass sorts past the last tenant read (`edge`)
+-- while the set holds unread ones leaves `order`: its place among those is unknown. `moved`
+-- keeps each tenant's new pass (false: it left the turns) until one ZADD and one ZREM write
+-- them, before `order` is read again and at the end.
+local window = n + 1
+local order, edge, unread, moved = nil, nil, false, {}
+local function write_turns()
+  local add, drop = {}, {}
+  for tenant, pass in pairs(moved) do
+    if pass then
+      add[#add + 1] = pass
+      add[#add + 1] = tenant
+    else
+      drop[#drop + 1] = tenant
+    end
+  end
+  if #add > 0 then redis.call('ZADD', B.turns, unpack(add)) end
+  if #drop > 0 then redis.call('ZREM', B.turns, unpack(drop)) end
+  moved = {}
+end
+local function read_turns()
+  write_turns()
+  local raw = redis.call('ZRANGE', B.turns, 0, window - 1, 'WITHSCORES')
+  order = {}
+  for i = 1, #raw, 2 do
+    order[#order + 1] = {raw[i], tonumber(raw[i + 1])}
+  end
+  local last = order[#order]
+  edge, unread = last and {last[1], last[2]}, #order == window
+end
+local function sorts_before(a, b)
+  return a[2] < b[2] or (a[2] == b[2] and a[1] < b[1])
+end
+-- The head of the turns leaves `order`; with a pass, it takes its new place in the turns.
+local function move_head(pass)
+  local turn = table.remove(order, 1)
+  moved[turn[1]] = pass or false
+  if not pass then return end
+  turn[2] = pass
+  if unread and not sorts_before(turn, edge) then return end
+  local lo, hi = 1, #order + 1
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if sorts_before(order[mid], turn) then lo = mid + 1 else hi = mid end
+  end
+  table.insert(order, lo, turn)
+end
+
 while #claimed < n do
-  local head = redis.call('ZRANGE', B.turns, 0, 1, 'WITHSCORES')
-  if not head[1] then break end
-  local tenant, pass = head[1], tonumber(head[2])
+  if order == nil or (unread and #order < 2) then read_turns() end
+  local head = order[1]
+  if not head then break end
+  local tenant, pass = head[1], head[2]
+  local next_turn = order[2]
   served = pass
   if cap > 0 and not held[tenant] then
     held[tenant] = tonumber(redis.call('HGET', B.running, tenant) or '0')
   end
   if cap > 0 and held[tenant] >= cap then
-    redis.call('ZREM', B.turns, tenant)
+    move_head(nil)
     redis.call('ZADD', B.parked, pass, tenant)
   else
     -- Claims, in one go, the jobs this tenant gets before the next tenant's turn comes (the
@@ -113,10 +166,10 @@ while #claimed < n do
     if cap > 0 then
       take = math.min(take, cap - held[tenant])
     end
-    if head[3] then
-      local gap = tonumber(head[4]) - pass
+    if next_turn then
+      local gap = next_turn[2] - pass
       local turns_before = math.floor(gap / stride)
-      if turns_before * stride ~= gap or tenant < head[3] then
+      if turns_before * stride ~= gap or tenant < next_turn[1] then
         turns_before = turns_before + 1
       end
       take = math.min(take, math.max(turns_before, 1))
@@ -145,13 +198,14 @@ while #claimed < n do
     served = pass + (served_count - 1) * stride
     local after = pass + served_count * stride
     if #line > count then
-      redis.call('ZADD', B.turns, after, tenant)
+      move_head(after)
     else
-      redis.call('ZREM', B.turns, tenant)
+      move_head(nil)
       redis.call('HSET', B.passes, tenant, after)
     end
   end
 end
+write_turns()
 if #claimed > 0 then
   redis.call('ZREM', B.lines, unpack(entries))
   redis.call('ZREM', ready, unpack(claimed))

@@ -68,8 +68,9 @@ async def test_fair_share_cap_parks_a_tenant_until_one_of_its_leases_ends(redis,
 async def test_a_pick_writes_its_claims_once_per_key_however_many_tenants_it_serves(
     redis, redis_url, prefix
 ) -> None:
-    """Eight tenants taking turns one job each: the pick decides every turn (three commands
-    each: the turns' head, the line, the new pass) and then writes the claims once per key."""
+    """Eight tenants taking turns one job each: the pick reads the turns once, decides every
+    turn in the script's memory (one command each: the tenant's line), and then writes the new
+    passes and the claims once per key."""
     queue = Queue(redis, prefix)
     for tenant in "abcdefgh":
         await enqueue(queue, tenant, 2)
@@ -78,10 +79,77 @@ async def test_a_pick_writes_its_claims_once_per_key_however_many_tenants_it_ser
         picked = await ScriptCalls(queue).pick(8, holder="w1")
     assert await tenants_of(queue, picked) == "abcdefgh"
     assert seen.count("zrangebylex lines") == 8
-    for write in ("zrem lines", "zrem ready", "zadd leases", "hset holders", "zadd holds"):
+    assert seen.count("zrange turns") == 1
+    for write in ("zadd turns", "zrem lines", "zrem ready", "zadd leases", "hset holders"):
         assert seen.count(write) == 1, (write, seen)
+    assert seen.count("zadd holds") == 1
     assert seen.count("hincrby running") == 8  # one per tenant served
-    assert len(seen) < 8 * 3 + 8 + 20, seen
+    assert len(seen) < 8 + 8 + 20, seen
+    assert await check_fair_share(queue) == []
+
+
+def one_claim_at_a_time(
+    lines: dict[str, list[str]], weights: dict[str, int], cap: int
+) -> list[str]:
+    """Stride scheduling as the fair share defines it, one claim per step: the tenant with the
+    lowest pass (ties by name) takes the first job of its line and moves back by STRIDE / its
+    weight; one holding ``cap`` leases is parked (nothing settles here)."""
+    turns = {tenant: 0 for tenant in lines}
+    held = dict.fromkeys(lines, 0)
+    claims: list[str] = []
+    while turns:
+        tenant = min(turns, key=lambda t: (turns[t], t))
+        if held[tenant] >= cap:
+            del turns[tenant]
+            continue
+        claims.append(lines[tenant].pop(0))
+        held[tenant] += 1
+        turns[tenant] += 1_000_000 // weights.get(tenant, 1)
+        if not lines[tenant]:
+            del turns[tenant]
+    return claims
+
+
+@pytest.mark.parametrize("per_pick", [1, 3, 7, 50])
+async def test_picks_of_any_size_claim_as_one_claim_at_a_time_would(
+    redis, prefix, per_pick
+) -> None:
+    """Fourteen tenants (more than a small pick reads of the turns at once; "t10" sorts before
+    "t2"), weights and a cap: picks of ``per_pick`` jobs claim the very jobs, in the very order,
+    that one claim at a time gives."""
+    weights, cap = {"t1": 3, "t4": 2, "t11": 5}, 4
+    queue = Queue(redis, prefix, tenant_weights=weights, tenant_concurrency=cap)
+    counts = {f"t{i}": 1 + (i * 7) % 6 for i in range(14)}
+    arrivals = [t for t, count in counts.items() for _ in range(count)]
+    arrivals = arrivals[1::2] + arrivals[::2]  # tenants arrive interleaved
+    ids = await queue.enqueue_many([EnqueueItem({"t": t}, tenant=t) for t in arrivals])
+    lines: dict[str, list[str]] = {t: [] for t in counts}
+    for tenant, e in zip(arrivals, ids, strict=True):
+        lines[tenant].append(e.id)
+    calls = ScriptCalls(queue)
+    claimed: list[str] = []
+    while batch := await calls.pick(per_pick):
+        assert len(batch) <= per_pick
+        claimed += batch
+    assert claimed == one_claim_at_a_time(lines, weights, cap)
+    assert await check_fair_share(queue) == []
+
+
+async def test_a_pick_reads_the_turns_again_when_those_it_read_are_used_up(redis, prefix) -> None:
+    """A pick of 3 reads the lowest 4 tenants of the turns: p1 and p2 hold their cap and are
+    parked, w and x are served and move back past the last tenant read. The third claim is then
+    y's, which the pick had not read: it reads the turns again instead of serving w twice or
+    stopping short."""
+    queue = Queue(redis, prefix, tenant_concurrency=2)
+    jobs = {tenant: await enqueue(queue, tenant, 4) for tenant in ("p1", "p2", "w", "x", "y")}
+    calls = ScriptCalls(queue)
+    first = await calls.pick(10)  # two rounds: every tenant holds its cap, all at one pass
+    assert await tenants_of(queue, first) == "p1p2wxy" * 2
+    for job_id in first[2:5] + first[7:10]:  # w, x and y finish theirs
+        await calls.activate(job_id, "tok")
+        await calls.settle(job_id, "tok", "complete", '"ok"')
+    assert await calls.pick(3) == [jobs["w"][2], jobs["x"][2], jobs["y"][2]]
+    assert sorted(await queue.redis.zrange(queue.keys.parked, 0, -1)) == [b"p1", b"p2"]
     assert await check_fair_share(queue) == []
 
 
