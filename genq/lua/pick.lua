@@ -100,9 +100,9 @@ local served
 -- sorts after all of them. A tenant whose new pass sorts past the last tenant read (`edge`)
 -- while the set holds unread ones leaves `order`: its place among those is unknown. `moved`
 -- keeps each tenant's new pass (false: it left the turns) until one ZADD and one ZREM write
--- them, before `order` is read again and at the end.
+-- them, before `order` is read again and at the end. Nothing is read yet: the first turn reads.
 local window = n + 1
-local order, edge, unread, moved = nil, nil, false, {}
+local order, edge, unread, moved = {}, nil, true, {}
 local function write_turns()
   local add, drop = {}, {}
   for tenant, pass in pairs(moved) do
@@ -146,7 +146,7 @@ local function move_head(pass)
 end
 
 while #claimed < n do
-  if order == nil or (unread and #order < 2) then read_turns() end
+  if unread and #order < 2 then read_turns() end
   local head = order[1]
   if not head then break end
   local tenant, pass = head[1], head[2]
