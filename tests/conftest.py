@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -67,3 +68,12 @@ async def primary(pair: ReplicatedRedis) -> AsyncIterator[aioredis.Redis]:
         yield client
     finally:
         await client.aclose()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Two tests with one node id are one test to pytest-xdist: it runs one and drops the
+    other without a word. Refuse the run instead."""
+    seen = Counter(item.nodeid for item in items)
+    twice = sorted(nodeid for nodeid, count in seen.items() if count > 1)
+    if twice:
+        raise pytest.UsageError(f"{len(twice)} node ids name more than one test: {twice[:5]}")

@@ -349,12 +349,18 @@ def wait_until(
 
 # -- fixtures (registered for tests/e2e by its conftest.py) ---------------------------------
 
+EXPECT_TIMEOUT_MS = 30_000
+"""How long a page assertion waits for the page to show what the test expects."""
+
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     path = require_chromium()
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # Pages show a server's change at their next poll (every 2-5 s, later when the machine is
+    # busy): Playwright's 5 s default for an assertion is a race on a loaded runner.
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
         try:

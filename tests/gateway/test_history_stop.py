@@ -14,10 +14,12 @@ async def test_history_stop_ends_the_sampler_when_a_cancel_is_swallowed(
     redis, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lost: list[int] = []
+    in_command = asyncio.Event()
 
     async def sample_losing_one_cancel(self: History) -> None:
+        in_command.set()
         try:
-            await asyncio.sleep(0.01)  # a Redis command in flight
+            await asyncio.Event().wait()  # a Redis command in flight until the cancel lands
         except asyncio.CancelledError:
             if lost:
                 raise
@@ -27,7 +29,9 @@ async def test_history_stop_ends_the_sampler_when_a_cancel_is_swallowed(
     monkeypatch.setattr(History, "sample", sample_losing_one_cancel)
     history = History(redis, [], interval=0.001)
     history.start()
-    await asyncio.sleep(0.05)
+    # Stop once the sampler is inside a command, so the first cancel is the one swallowed
+    # (a cancel that lands between samples would end it at once and prove nothing).
+    await asyncio.wait_for(in_command.wait(), timeout=5)
     stopping = asyncio.create_task(history.stop())
     done, _ = await asyncio.wait({stopping}, timeout=3)
     assert done, "the sampler outlived its stop"
