@@ -52,9 +52,11 @@ class Gateway:
     """Releases budget reservations nobody charged (a worker killed mid-attempt)."""
     audit: Audit
     streams: TenantSlots
-    """Event streams open per tenant (this process)."""
+    """Event streams open per tenant (this process): every streaming route's, through
+    :func:`gateway.sse.stream_slot`."""
     waits: TenantSlots
-    """Result waits open per tenant (this process)."""
+    """Server-side waits open per tenant (this process): ``GET .../result`` and the OpenAI
+    routes' non-streamed calls."""
 
     @classmethod
     async def open(cls, settings: Settings) -> Gateway:

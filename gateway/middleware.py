@@ -26,13 +26,14 @@ SERVER_SEND = "genq.server_send"
 class GatewayApp(FastAPI):
     """FastAPI keeping the server's own ``send`` in each request's scope (``SERVER_SEND``).
 
-    An event stream sends its body there once its response has started (the route's
-    ``_SlotResponse``): every ``send`` wrapper in the chain (Starlette's and FastAPI's error
-    middleware, CORS and the ones in this module) looks at a response's start only and
-    passes body messages through unchanged, and a stream sends a body message per viewer and
-    event. Skipping the chain's five wrappers there halved the median delivery delay at 5,000
-    viewers (docs/GATEWAY.md). A middleware that must see body messages (compression, say,
-    which sse-starlette refuses anyway) would have to be applied inside the route instead."""
+    An event stream sends its body there once its response has started
+    (:class:`gateway.sse.SlotStream`): every ``send`` wrapper in the chain (Starlette's and
+    FastAPI's error middleware, CORS and the ones in this module) looks at a response's start
+    only and passes body messages through unchanged, and a stream sends a body message per
+    viewer and event. Skipping the chain's five wrappers there halved the median delivery
+    delay at 5,000 viewers (docs/GATEWAY.md). A middleware that must see body messages
+    (compression, say, which sse-starlette refuses anyway) would have to be applied inside the
+    route instead."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope[SERVER_SEND] = send
@@ -88,7 +89,6 @@ class CatchAll(_HttpMiddleware):
             await response(scope, receive, send)
 
 
-PAGE_PATHS = frozenset({"/", "/admin"})
 PAGE_CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
@@ -97,22 +97,46 @@ PAGE_CSP = (
 """The pages keep API keys in localStorage: only their own scripts may run, nothing may frame
 them, and they talk to their own origin only."""
 
+DOCUMENT_TYPES = (b"text/html", b"application/xhtml+xml", b"image/svg+xml")
+"""Content types a browser renders as a page of this origin (and could frame)."""
+
+COMMON_HEADERS = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+)
+
 
 class SecurityHeaders(_HttpMiddleware):
-    """``nosniff`` and ``Referrer-Policy: no-referrer`` on every answer (a job id in a page's
-    address stays on this origin); the Content-Security-Policy on the pages."""
+    """On every answer: ``nosniff``, ``Referrer-Policy: no-referrer`` (a job id in a page's
+    address stays on this origin) and ``X-Frame-Options: DENY``. On every document, whatever
+    its path (``/``, ``/web/admin.html``...), :data:`PAGE_CSP` unless its route set a policy of
+    its own (``/docs`` and ``/redoc`` do: ``gateway.routes.docs``).
+
+    Decided from the answer's content type rather than from a list of paths: the static
+    ``/web`` mount serves the same pages under other names."""
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        extra = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
-        if scope["path"] in PAGE_PATHS:
-            extra.append((b"content-security-policy", PAGE_CSP.encode()))
-
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), *extra]}
+                headers = message.get("headers", [])
+                message = {**message, "headers": [*headers, *_security_headers(headers)]}
             await send(message)
 
         await self.app(scope, receive, with_headers)
+
+
+def _security_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    document = has_policy = False
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered == b"content-type":
+            document = value.split(b";", 1)[0].strip().lower() in DOCUMENT_TYPES
+        elif lowered == b"content-security-policy":
+            has_policy = True
+    if document and not has_policy:
+        return [*COMMON_HEADERS, (b"content-security-policy", PAGE_CSP.encode())]
+    return list(COMMON_HEADERS)
 
 
 class BodyLimit(_HttpMiddleware):

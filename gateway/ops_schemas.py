@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from genq_contract.api_keys import TENANT_PATTERN
 
-from .schemas import Generation, GenerationRequest, Reason
+from .schemas import Generation, GenerationCreated, GenerationRequest, Reason
 
 
 class QueueStatsOut(BaseModel):
@@ -179,3 +179,14 @@ class AdminGenerationRequest(GenerationRequest):
 
     tenant: str = Field(pattern=TENANT_PATTERN, description="The tenant it is enqueued for")
     reason: Reason = None
+
+
+class AdminGenerationCreated(GenerationCreated):
+    """The answer to an enqueue on a tenant's behalf: as the tenant's own POST's, plus what
+    the operator may want to check."""
+
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="E.g. that no API key acts as this tenant (a typo in its name?); empty "
+        "when nothing",
+    )

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
+
+from genq_contract.result import GenerationResult
 
 MAX_PULL_JOBS = 100
 """Jobs one pull may take."""
@@ -69,21 +71,24 @@ class PullResponse(BaseModel):
     jobs: list[PulledJobOut]
 
 
-class EventIn(_Body):
-    type: Literal["chunk", "progress"]
-    data: Any = Field(
-        description="chunk: a piece of the output (text, for a generation); progress: 0 to 1"
+class ChunkEvent(_Body):
+    type: Literal["chunk"]
+    data: str = Field(
+        strict=True,
+        description="A piece of the generation's text: the chunks of the attempt that "
+        "completes concatenate to the result's text",
     )
 
-    @model_validator(mode="after")
-    def _progress_range(self) -> EventIn:
-        if self.type == "progress" and (
-            isinstance(self.data, bool)
-            or not isinstance(self.data, int | float)
-            or not 0 <= self.data <= 1
-        ):
-            raise ValueError("progress data must be a number from 0 to 1")
-        return self
+
+class ProgressEvent(_Body):
+    type: Literal["progress"]
+    data: float = Field(strict=True, ge=0, le=1, allow_inf_nan=False, description="0 to 1")
+
+
+EventIn = Annotated[ChunkEvent | ProgressEvent, Field(discriminator="type")]
+"""An event of the job's stream, typed as the built-in worker emits them
+(``workers.coalesce``) and as every reader takes them (``genq.visible_text``, SSE, the OpenAI
+routes)."""
 
 
 class EventsRequest(_Body):
@@ -113,7 +118,11 @@ class HoldResponse(BaseModel):
 
 class AckRequest(_Body):
     receipt: ReceiptField
-    result: Any = Field(default=None, description="The job's result (a generation's: text...)")
+    result: GenerationResult | None = Field(
+        default=None,
+        description="The generation's result, `{text, model?, finish_reason?, usage?}` as a "
+        "built-in worker's (a job cancelled while held may be acked without one)",
+    )
 
 
 class NackRequest(_Body):

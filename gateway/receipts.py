@@ -3,8 +3,9 @@
 genq's receipt (``<lease token>.<visibility ms>``, see :mod:`genq.pull`) fences by itself: only
 the current attempt's token settles. The gateway adds the id and tenant of the key that pulled
 and an HMAC over the job id and all of it, so a receipt cannot be moved to another job or
-claimed for another key, and a revoked key's or disabled tenant's receipts can be refused on
-use (:class:`genq_contract.access.Access`), whatever key sends them.
+claimed for another key: only the key that pulled may use it (``routes/pull.py`` compares the
+sender's key id, 403 otherwise), and a revoked key's or disabled tenant's receipts are refused
+on use (:class:`genq_contract.access.Access`), whatever key sends them.
 
     <token>.<visibility ms>~<key id>~<tenant>~<signature>
 

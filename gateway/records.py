@@ -9,6 +9,7 @@ from typing import Any
 
 from genq import Job, JobStatus
 from genq_contract.payload import payload_fields
+from genq_contract.result import read_result
 from genq_contract.spend import Usage
 
 from .schemas import AttemptOut, Generation
@@ -33,30 +34,21 @@ def to_generation(job: Job, now: float | None = None) -> Generation:
     """``now`` (the Redis clock) fills ``retry_in`` for a scheduled generation."""
     payload = payload_fields(job.payload)
     tenant = payload.get("tenant")
-    result = job.result
-    text = finish_reason = answered_by = None
+    result = read_result(job.result)  # a field that does not validate shows as null
     usage = usage_json(job.usage)
-    if isinstance(result, dict):
-        text, finish_reason, answered_by = (
-            result.get("text"),
-            result.get("finish_reason"),
-            result.get("model"),
-        )
-        if usage is None and isinstance(result.get("usage"), dict):
-            usage = result["usage"]
-    elif isinstance(result, str):
-        text = result
+    if usage is None and result.usage is not None:
+        usage = result.usage.model_dump()
     key = job.idempotency_key
     if key and tenant and key.startswith(f"{tenant}:"):
         key = key[len(tenant) + 1 :]
     return Generation(
         id=job.id,
         status=job.status.value,
-        model=payload.get("model"),
-        text=text,
-        finish_reason=finish_reason,
+        model=_str_or_none(payload.get("model")),
+        text=result.text,
+        finish_reason=result.finish_reason,
         usage=usage,
-        answered_by=answered_by if isinstance(answered_by, str) else None,
+        answered_by=result.model,
         error=job.error,
         attempt=job.attempt,
         max_attempts=job.max_attempts,
@@ -65,7 +57,7 @@ def to_generation(job: Job, now: float | None = None) -> Generation:
         cancel_requested=job.cancel_requested,
         idempotency_key=key,
         key_id=_key_id(payload),
-        metadata=payload.get("metadata") or {},
+        metadata=_dict_or_empty(payload.get("metadata")),
         created_at=job.created_at,
         updated_at=job.updated_at,
         started_at=job.started_at,
@@ -91,6 +83,15 @@ def to_generation(job: Job, now: float | None = None) -> Generation:
 def usage_json(counts: dict[str, Any] | None) -> dict[str, Any] | None:
     """Metered counts (a record's, an attempt's, a terminal event's) as the API shows them."""
     return None if counts is None else Usage.from_counts(counts).as_json()
+
+
+def _str_or_none(value: Any) -> str | None:
+    # A job enqueued directly on a genq.Queue may hold anything: it still shows.
+    return value if isinstance(value, str) else None
+
+
+def _dict_or_empty(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _key_id(payload: dict[str, Any]) -> str | None:

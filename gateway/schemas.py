@@ -93,11 +93,16 @@ class GenerationRequest(BaseModel):
         description="Generation params (temperature, max_tokens, ...) the provider accepts",
     )
     priority: int = Field(default=0, ge=0, le=MAX_PRIORITY, description="9 runs before 0")
-    delay_ms: int = Field(default=0, ge=0, description="Start no sooner than this")
+    delay_ms: int = Field(
+        default=0,
+        ge=0,
+        description="Start no sooner than this many ms from now: at most the gateway's "
+        "GENQ_MAX_DELAY_MS (30 days by default)",
+    )
     run_at: Annotated[float | None, WithJsonSchema(INSTANT_SCHEMA)] = Field(
         default=None,
         description="Start no sooner than this instant: RFC 3339 with an offset, or epoch "
-        "seconds; not with delay_ms; a past instant starts now",
+        "seconds, at most GENQ_MAX_DELAY_MS ahead; not with delay_ms; a past instant starts now",
         examples=["2030-01-01T09:00:00Z", 1893488400],
     )
     max_attempts: int | None = Field(

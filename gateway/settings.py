@@ -55,7 +55,15 @@ class Settings(CommonSettings):
     cors_origins: Annotated[list[str], NoDecode] = []
 
     max_body_bytes: int = Field(default=256 * 1024, ge=1024)
-    max_delay_ms: int = Field(default=86_400_000, ge=0)
+    header_timeout: float = Field(default=10.0, gt=0)
+    """Seconds a connection has to send a whole request head (the first, and each next one on
+    a kept-alive connection); then it gets 408 and is closed (``gateway.connection_guard``)."""
+    max_connections: int = Field(default=10_000, ge=1)
+    """Open connections one gateway process accepts; past it a new one gets 503 and is closed
+    (one log line per burst). Lowered at start to leave headroom under the process's
+    file-descriptor limit (``ulimit -n``), see ``gateway.server_options``."""
+    max_delay_ms: int = Field(default=30 * 86_400_000, ge=0)
+    """How far ahead a request may schedule its start (``delay_ms``, ``run_at``): 30 days."""
     max_attempts_ceiling: int = Field(default=10, ge=1)
     """The most attempts a request's ``max_attempts`` may ask for."""
 

@@ -6,6 +6,11 @@ it, and nothing can leak a slot across processes; with N gateway processes a ten
 up to N times the cap. A slot is released whatever way its request ends (finished, client
 gone, timed out, cancelled): :meth:`TenantSlots.hold` is a context manager, and a taken
 slot's release is idempotent.
+
+A route that enqueues a generation and then streams or waits for it takes its slot before it
+enqueues, so that its 429 means nothing was queued or charged (a client retrying the 429 piles
+nothing up): streams through :func:`gateway.sse.stream_slot`, waits inside
+``gateway.waits.hold(tenant)``.
 """
 
 from __future__ import annotations

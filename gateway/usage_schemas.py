@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from genq_contract.budget import UsdLimit
+
 from .schemas import Reason
 
 GroupBy = Literal["model", "day", "tenant"]
@@ -53,8 +55,12 @@ class BudgetLimits(BaseModel):
         json_schema_extra={"examples": [{"daily_usd": 5, "monthly_usd": 100}]},
     )
 
-    daily_usd: float | None = Field(default=None, ge=0, le=1e9)
-    monthly_usd: float | None = Field(default=None, ge=0, le=1e9)
+    daily_usd: UsdLimit | None = Field(
+        default=None, description="A JSON number (a string or a boolean is 422); null: none"
+    )
+    monthly_usd: UsdLimit | None = Field(
+        default=None, description="A JSON number (a string or a boolean is 422); null: none"
+    )
     reason: Reason = None
 
 
@@ -72,6 +78,16 @@ class BudgetOut(BaseModel):
     reservations: int
     day_resets_at: datetime.datetime
     month_resets_at: datetime.datetime
+
+
+class BudgetSet(BudgetOut):
+    """``PUT /v1/budgets/{tenant}``'s answer: the budget as it now stands, and what to check."""
+
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What the operator may want to check, e.g. that no API key acts as this "
+        "tenant (a typo in its name?); empty when nothing",
+    )
 
 
 class BudgetList(BaseModel):

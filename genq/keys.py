@@ -47,8 +47,15 @@ class Keys:
 
     @cached_property
     def ready(self) -> str:
-        """zset: every runnable job, scored priority-major then FIFO (counts, oldest wait)."""
+        """zset: every runnable job, scored priority-major then FIFO (what is served next)."""
         return f"{self.tag}:ready"
+
+    @cached_property
+    def waits(self) -> str:
+        """zset: the ready set's jobs again, each scored by when it became runnable (ms, server
+        clock: enqueued, due, or put back), so the oldest wait is its first entry whatever the
+        job's place in line."""
+        return f"{self.tag}:waits"
 
     @cached_property
     def intake(self) -> str:
@@ -125,12 +132,12 @@ class Keys:
     @cached_property
     def books(self) -> tuple[str, ...]:
         """The keys every state-changing script keeps in step with the job (fair share, job
-        index, holders, the dead-letter outbox), passed as its last KEYS in this order
-        (``books_at`` in ``_lib.lua``)."""
+        index, holders, the dead-letter outbox, the waits), passed as its last KEYS in this
+        order (``books_at`` in ``_lib.lua``)."""
         return (
             self.lines, self.turns, self.parked, self.passes, self.running, self.vtime,
             self.index, self.tenant_index, self.index_expiry, self.holders, self.holds,
-            self.outbox,
+            self.outbox, self.waits,
         )  # fmt: skip
 
     @cached_property

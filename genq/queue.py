@@ -45,7 +45,8 @@ class QueueStats:
     active: int
     dead: int
     oldest_wait: float = 0.0
-    """Seconds the job at the head of the ready set has been waiting since it was enqueued."""
+    """Seconds the longest-waiting job has waited since it became runnable (enqueued, due, or
+    put back in line), whatever its priority or tenant; 0 when none waits."""
 
 
 class Queue(QueueBase):
@@ -269,24 +270,24 @@ class Queue(QueueBase):
         return job.result
 
     async def stats(self) -> QueueStats:
+        """The jobs per state and the oldest wait, in one round trip."""
         k = self.keys
 
         def fill(pipe: RedisPipeline) -> None:
             for key in (k.ready, k.scheduled, k.leases, k.dead):
                 pipe.zcard(key)
-            pipe.zrange(k.ready, 0, 0)
+            pipe.zrange(k.waits, 0, 0, withscores=True)
             pipe.llen(k.intake)
             pipe.lindex(k.intake, 0)
 
         (ready, scheduled, active, dead, head, intake, first), now = await self.read_with_time(fill)
-        # Waiting: admitted (the ready set) and not yet (the intake, whose first entry begins
-        # with its creation time, and whose jobs came after every admitted one).
-        created: Any = None
-        if head:
-            created = await self.redis.hget(k.job(text(head[0])), "created_at")
-        elif first:
-            created = text(first)[:15]
-        oldest = max(0.0, int(now) - int(created) / 1000) if created else 0.0
+        # Waiting: admitted (the ready set; the waits order its jobs by when they became
+        # runnable) and not yet (the intake, oldest first, each entry beginning with its job's
+        # creation time).
+        since = [float(score) for _, score in head]
+        if first:
+            since.append(float(text(first)[:15]))
+        oldest = max(0.0, now - min(since) / 1000) if since else 0.0
         return QueueStats(ready + intake, scheduled, active, dead, oldest)
 
     # -- controlling ---------------------------------------------------------------------------

@@ -80,13 +80,13 @@ def _interrupt(*_: object) -> None:
 def run_dev(host: str = "127.0.0.1", port: int = 8000) -> None:
     with redis_for_dev() as redis_url:
         env = {**DEV_DEFAULTS, **os.environ, "GENQ_REDIS_URL": redis_url}
+        # `genq serve`, not uvicorn's own command: it passes uvicorn the connection limits.
         gateway = spawn(
             [
                 sys.executable,
                 "-m",
-                "uvicorn",
-                "gateway.app:create_app",
-                "--factory",
+                "genq_cli",
+                "serve",
                 "--host",
                 host,
                 "--port",

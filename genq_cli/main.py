@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 app = typer.Typer(help="genq: durable AI generations.", no_args_is_help=True)
 keys_app = typer.Typer(help="Manage API keys (stored hashed in Redis).", no_args_is_help=True)
@@ -71,7 +74,18 @@ def serve(
 ) -> None:
     """Run the HTTP gateway (settings from GENQ_* environment variables)."""
     import uvicorn
+    from pydantic import ValidationError
 
+    from gateway.server_options import uvicorn_options
+    from gateway.settings import Settings
+
+    from .support import fail
+
+    try:
+        # Read here too: the connection limits are uvicorn's options, set before any app exists.
+        settings = Settings()
+    except ValidationError as exc:
+        fail("; ".join(setting_error(error) for error in exc.errors()))
     uvicorn.run(
         "gateway.app:create_app",
         factory=True,
@@ -80,7 +94,17 @@ def serve(
         workers=workers,
         log_level=log_level,
         timeout_graceful_shutdown=10,
+        **uvicorn_options(settings),
     )
+
+
+def setting_error(error: ErrorDetails) -> str:
+    """One of pydantic's errors, named by the environment variable it is about."""
+    if not error["loc"]:  # a check of the whole (GENQ_SECRET's), which names its variable
+        return error["msg"]
+    field, *inside = (str(part) for part in error["loc"])
+    where = f" ({'.'.join(inside)})" if inside else ""
+    return f"GENQ_{field.upper()}{where}: {error['msg']}"
 
 
 @app.command()

@@ -2,8 +2,9 @@
 
 ``usage`` sums the tokens and cost that workers metered (``GET /v1/usage``): the key's own
 tenant, or with an admin key ``--tenant T`` or ``--tenant '*'`` (every tenant). ``budgets``
-lists, sets and clears tenants' spending limits (``/v1/budgets``, admin key). Exit codes: 0
-done, 4 the command failed (bad option, refused, gateway unreachable).
+lists, sets and clears tenants' spending limits (``/v1/budgets``, admin key); ``budgets set``
+prints the gateway's warnings on stderr (no API key acts as that tenant: a typo?). Exit codes:
+0 done, 4 the command failed (bad option, refused, gateway unreachable).
 """
 
 from __future__ import annotations
@@ -150,7 +151,10 @@ def budgets_set(
                 tenant, daily_usd=daily_usd, monthly_usd=monthly_usd, reason=reason
             )
 
-    _summary(run(go))
+    row = run(go)
+    _summary(row)
+    for warning in row.get("warnings", []):
+        typer.echo(f"warning: {warning}", err=True)
     return 0
 
 

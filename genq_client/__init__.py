@@ -3,15 +3,21 @@
 from genq_client import Client
 genq = Client("http://127.0.0.1:8000", api_key)
 text = genq.text(genq.generate("demo/fast", prompt="hi").id)
+
+A worker anywhere (a worker key) works a queue with ``Puller`` or ``AsyncPuller``:
+Puller(url, worker_key).consume("demo", lambda job: job.payload["messages"][-1]["content"])
 """
 
 from ._client import AsyncClient, Client, Event
 from ._common import APIError, Created
 from ._operations import BulkOutcome, CancelOutcome, GenerationPage, JobPage, UsageReport
+from ._pulled_job import PulledJob
+from ._puller import AsyncPuller, Puller, RetryJob, TerminalJob
 
 __all__ = [
     "APIError",
     "AsyncClient",
+    "AsyncPuller",
     "BulkOutcome",
     "CancelOutcome",
     "Client",
@@ -19,5 +25,9 @@ __all__ = [
     "Event",
     "GenerationPage",
     "JobPage",
+    "PulledJob",
+    "Puller",
+    "RetryJob",
+    "TerminalJob",
     "UsageReport",
 ]

@@ -30,7 +30,9 @@ import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from genq import TERMINAL, JobStatus, Queue
 from genq.events import text
@@ -43,6 +45,12 @@ NO_LIMIT = -1
 RESERVATION_PREFIX = "r:"
 
 LimitKind = Literal["daily", "monthly"]
+
+MAX_LIMIT_USD = 1e9
+UsdLimit = Annotated[float, Field(strict=True, ge=0, le=MAX_LIMIT_USD)]
+"""A limit in USD as the admin API and ``GENQ_TENANT_BUDGETS`` take it: a JSON number, never a
+string or a boolean (lax parsing would read ``"1"`` and ``true`` as $1: a typo must not pass
+for a budget)."""
 
 
 def usd_to_nanos(usd: float) -> int:

@@ -12,18 +12,20 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .budget import UsdLimit
 from .routing import RoutingSettings
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
 class TenantBudget(BaseModel):
-    """A tenant's budget in USD per UTC day and per UTC month; an absent one is no limit."""
+    """A tenant's budget in USD per UTC day and per UTC month (JSON numbers: a string or a
+    boolean is refused); an absent one is no limit."""
 
     model_config = ConfigDict(extra="forbid")
 
-    daily_usd: float | None = Field(default=None, ge=0, le=1e9)
-    monthly_usd: float | None = Field(default=None, ge=0, le=1e9)
+    daily_usd: UsdLimit | None = None
+    monthly_usd: UsdLimit | None = None
 
 
 class CommonSettings(RoutingSettings):

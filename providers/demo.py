@@ -6,12 +6,15 @@ takes (LiteLLM's stream wrapper, error mapping, cancellation). Models: ``demo/<a
 as it can, any other name every 30 ms.
 
 The text is ``Echo: <prompt>`` followed by a fixed passage, cut to ``demo_tokens`` tokens (48 by
-default); a token is a word and its trailing space. Params (all optional):
+default); a token is a word and its trailing space. Like a hosted model, it stops at
+``max_tokens`` (finish reason ``length``) when that comes first. Params (all optional):
 
 - ``demo_tokens``: how many tokens; ``demo_delay_ms``: the gap between tokens.
 - ``demo_fault``: ``"429"`` (with ``retry-after: demo_retry_after``, default 2 s), ``"500"``,
-  ``"400"``, ``"hang"`` (stops sending after ``demo_after`` tokens, default 3) or ``"drop"``
-  (the connection "breaks" after ``demo_after`` tokens, default 5).
+  ``"400"``, ``"hang"`` (stops sending after ``demo_after`` tokens, default 3), ``"drop"``
+  (the connection "breaks" after ``demo_after`` tokens, default 5) or ``"overrun"`` (ignores
+  ``max_tokens``, as a provider that bills past it would: what the worker's budget overrun
+  stop is for).
 - ``demo_fault_attempts``: the fault happens on attempts 1..n only (default 1, so a retry
   succeeds); ``demo_attempt``: the current attempt (the worker passes ``job.attempt``).
 
@@ -23,7 +26,8 @@ million completion tokens): it bills nobody, but the whole cost and budget path 
 
 The same faults can be asked for in the prompt, for the web page: ``[demo:429]``,
 ``[demo:429:5]`` (retry after 5 s), ``[demo:500]``, ``[demo:400]``, ``[demo:hang]``,
-``[demo:drop]``, ``[demo:drop:10]`` (after 10 tokens). Params win over markers.
+``[demo:drop]``, ``[demo:drop:10]`` (after 10 tokens), ``[demo:overrun]``. Params win over
+markers.
 
 Faults happen only where they were asked for: the worker turns them on with the param
 :data:`FAULTS_ENABLED` (``GENQ_DEMO_FAULTS``, on in dev mode), which no request can set (it is
@@ -42,10 +46,11 @@ from typing import Any
 
 import httpx
 
+from genq_contract.spend import max_tokens_of
 from providers._litellm import litellm
 
 PROVIDER = "demo"
-FAULTS = frozenset({"429", "500", "400", "hang", "drop"})
+FAULTS = frozenset({"429", "500", "400", "hang", "drop", "overrun"})
 DEFAULT_TOKENS = 48
 MAX_TOKENS = 20_000
 MODEL_DELAYS_MS = {"fast": 20.0, "slow": 200.0, "instant": 0.0}
@@ -65,7 +70,7 @@ _PASSAGE_TEXT = (
 )
 PASSAGE = tuple(_PASSAGE_TEXT.split())
 
-_MARKER = re.compile(r"\[demo:(429|500|400|hang|drop)(?::(\d+(?:\.\d+)?))?\]")
+_MARKER = re.compile(r"\[demo:(429|500|400|hang|drop|overrun)(?::(\d+(?:\.\d+)?))?\]")
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,8 @@ class DemoScript:
     fault: str | None = None
     fault_after: int = 0
     retry_after: float = DEFAULT_RETRY_AFTER
+    finish_reason: str = "stop"
+    """``length`` when ``max_tokens`` cut the text."""
 
     @classmethod
     def from_request(
@@ -89,8 +96,6 @@ class DemoScript:
         count = int(params.get("demo_tokens", DEFAULT_TOKENS))
         if not 1 <= count <= MAX_TOKENS:
             raise ValueError(f"demo_tokens must be from 1 to {MAX_TOKENS}")
-        words = ["Echo:", *echo, *(PASSAGE * (1 + count // len(PASSAGE)))][:count]
-        tokens = (*(w + " " for w in words[:-1]), words[-1])
         name = model.split("/", 1)[-1]
         delay_ms = float(params.get("demo_delay_ms", MODEL_DELAYS_MS.get(name, DEFAULT_DELAY_MS)))
 
@@ -112,12 +117,17 @@ class DemoScript:
             retry_after = float(number)
         elif number is not None:
             after = int(float(number))
+        finish_reason = "stop"
+        if fault != "overrun" and max_tokens_of(params) < count:
+            count, finish_reason = max_tokens_of(params), "length"
+        words = ["Echo:", *echo, *(PASSAGE * (1 + count // len(PASSAGE)))][:count]
         return cls(
-            tokens=tokens,
+            tokens=(*(w + " " for w in words[:-1]), words[-1]),
             delay=max(0.0, delay_ms / 1000),
             fault=fault,
             fault_after=after,
             retry_after=retry_after,
+            finish_reason=finish_reason,
         )
 
     @property
@@ -163,7 +173,12 @@ class DemoLLM(litellm.CustomLLM):
             await asyncio.sleep(script.delay)  # 0 still yields, so streams interleave
             yield {"text": token, "is_finished": False, "finish_reason": "", "usage": None}
         # No usage: the demo stands for a provider that reports none (see the docstring).
-        yield {"text": "", "is_finished": True, "finish_reason": "stop", "usage": None}
+        yield {
+            "text": "",
+            "is_finished": True,
+            "finish_reason": script.finish_reason,
+            "usage": None,
+        }
 
 
 def _http_fault(script: DemoScript, model: str) -> Exception:

@@ -1,48 +1,18 @@
-"""Scrubs credentials out of provider messages before they reach a job's error, and request
-text out of logs.
+"""Keeps credentials out of job errors and request text out of logs.
 
-A job's error is shown to the tenant and on the dashboard; provider messages sometimes quote
-the key that was rejected ("Incorrect API key provided: sk-...") or echo a request URL.
-Redaction is pattern-based (common key shapes, ``Bearer`` tokens, ``api_key=...``, URL
-passwords) plus the exact values of the keys this process was configured with. A message can
-also quote the prompt, which no pattern recognises: logs get no provider text at all (see
-:class:`WithholdText` and ``workers.logs``).
+A job's error is shown to the tenant and on the dashboard: provider messages go through
+:func:`redact` (:mod:`genq_contract.redact`, the one definition the gateway's pull route uses
+too) before they become one. A message can also quote the prompt, which no pattern
+recognises: logs get no provider text at all (see :class:`WithholdText` and ``workers.logs``).
 """
 
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Iterable
 
-REDACTED = "[REDACTED]"
+from genq_contract.redact import REDACTED, redact
 
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{6,}"), rf"\1\2{REDACTED}"),
-    (re.compile(r"\bsk-[A-Za-z0-9_*-]{6,}"), f"sk-{REDACTED}"),
-    (
-        re.compile(
-            r"(?i)\b((?:x-)?api[_-]?key|apikey|access[_-]?token|auth[_-]?token|secret|password"
-            r"|token|key)(\"?'?\s*[=:]\s*[\"']?)([^\s\"',&;}]+)"
-        ),
-        rf"\1\2{REDACTED}",
-    ),
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{20,}"), REDACTED),  # Google
-    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),  # AWS access key id
-    (re.compile(r"\b(?:gh[pousr]|github_pat)_[A-Za-z0-9_]{20,}"), REDACTED),  # GitHub
-    (re.compile(r"\b(?:xai|gsk|hf|pplx|r8)[-_][A-Za-z0-9]{16,}"), REDACTED),  # xAI, Groq, HF, ...
-    (re.compile(r"(://)[^/\s:@]+:[^/\s@]+@"), rf"\1{REDACTED}@"),  # user:password@host
-)
-
-
-def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with credentials replaced by ``[REDACTED]``; ``secrets`` are exact values."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, REDACTED)
-    for pattern, replacement in _PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
+__all__ = ["REDACTED", "WithholdText", "redact", "withhold_text"]
 
 
 class WithholdText(logging.Filter):

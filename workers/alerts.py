@@ -107,7 +107,12 @@ class DeadLetterAlerts:
     async def fan_out(self, source: Source, entry_id: str, notice: dict[str, Any]) -> None:
         """Enqueues one delivery per webhook that wants ``source``'s dead letters (idempotent:
         the same entry read again enqueues nothing new)."""
-        alert = {"event": EVENT, "queue": source.name, "queue_prefix": source.prefix, **notice}
+        # A notice written by an older genq has no tenant: it reads as null, as the default
+        # tenant's does.
+        alert = {
+            "event": EVENT, "queue": source.name, "queue_prefix": source.prefix, "tenant": None,
+            **notice,
+        }  # fmt: skip
         for hook in self.webhooks.values():
             if hook.wants(source.name):
                 await self.queue.enqueue(

@@ -5,8 +5,9 @@ Job payload: a :class:`genq_contract.payload.GenerationPayload` (written by the 
     {"model": "demo/fast", "messages": [{"role": "user", "content": "..."}],  # or "prompt"
      "params": {"temperature": 0.2, ...}}                                      # optional
 
-Result: ``{"text", "model", "finish_reason", "usage"}``, ``usage`` as
-:meth:`genq_contract.spend.Usage.as_json` gives it. Each chunk event's data is a piece of text;
+Result: a :class:`genq_contract.result.GenerationResult`, ``{"text", "model", "finish_reason",
+"usage"}``, ``usage`` as :meth:`genq_contract.spend.Usage.as_json` gives it (the model an HTTP
+worker's ack is checked against). Each chunk event's data is a piece of text;
 the chunks of the attempt that completed concatenate to ``text`` exactly. Every attempt meters
 its usage and cost, and holds a budget, through :mod:`workers.metering`. A failure that
 retrying the model will not fix soon continues on a fallback model (:mod:`workers.fallback`).
@@ -34,6 +35,7 @@ from genq import ActiveJob, Queue, RetryJobError, TerminalJobError
 from genq.cancellation import cancel_and_wait
 from genq_contract.access import DEFAULT_CACHE_SECONDS, Access, CachedAccess
 from genq_contract.payload import GenerationPayload
+from genq_contract.result import GenerationResult, ResultUsage
 from genq_contract.routing import ProviderConfig, Routing, RoutingError, litellm_provider
 from providers import demo
 from providers.limits import DEFAULT_MAX_COOLDOWN, note_rate_limit
@@ -179,6 +181,7 @@ class GenerationHandler:
                         meter.observe(delta)
                         if delta.text:
                             await emitter.write(delta.text)
+                        meter.check_spend()  # past its budget hold + margin: stop, failed
                         finish_reason = delta.finish_reason or finish_reason
                         if clock() > turn_ends:
                             await asyncio.sleep(0)
@@ -194,12 +197,12 @@ class GenerationHandler:
             # A 200 that was not an event stream (an HTML error page from a proxy, say):
             # LiteLLM still reports finish_reason "stop". A real empty answer carries usage.
             raise RetryJobError("the provider's answer had no content and no usage report")
-        return {
-            "text": text,
-            "model": request.model,
-            "finish_reason": finish_reason,
-            "usage": meter.usage.as_json() if meter.usage is not None else None,
-        }
+        return GenerationResult(
+            text=text,
+            model=request.model,
+            finish_reason=finish_reason,
+            usage=ResultUsage.of(meter.usage) if meter.usage is not None else None,
+        ).as_json()
 
     async def _after_failure(self, emitter: JobEmitter, exc: Exception) -> None:
         """Pauses the provider after a 429, and shows watchers the text that did arrive."""

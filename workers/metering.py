@@ -9,6 +9,8 @@ outcome (:meth:`genq.ActiveJob.meter`; the settle of the attempt delivers it)::
         meter.sending()
         async for delta in stream:
             meter.observe(delta)
+            ...                     # pass the delta on
+            meter.check_spend()     # past the hold plus the margin: BudgetOverrun
 
 - The usage is the provider's report when it sent one (with cached prompt tokens where
   LiteLLM reports them), else LiteLLM's token count of the prompt and of the text streamed,
@@ -21,12 +23,21 @@ outcome (:meth:`genq.ActiveJob.meter`; the settle of the attempt delivers it)::
   reserves the attempt's maximum cost before the provider call (adopting the reservation the
   gateway made at enqueue); a refused hold fails the job terminally without a provider call.
   After the attempt, completed or not, its cost is charged in place of the reservation.
+- Overrun: the hold assumes the provider stops at ``max_tokens``. One that goes on would spend
+  past it, so while a held attempt streams, :meth:`AttemptMeter.check_spend` (after each
+  delta) raises :class:`BudgetOverrun` once its spend so far passes the hold plus a margin
+  (``GENQ_BUDGET_OVERRUN``, 10%): the handler's stream closes (the provider connection with
+  it) and the job fails, charged what it spent. An attempt without a hold (no budget) has no
+  ceiling. The spend is the provider's report when one came, else the estimate above; the
+  tokenizer runs only once the streamed bytes could have reached the ceiling (a token is at
+  least one byte), not on every delta.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import types
 from dataclasses import dataclass, field
 
@@ -40,6 +51,14 @@ from providers.litellm_adapter import Delta
 
 log = logging.getLogger("workers")
 
+DEFAULT_OVERRUN = 0.10
+"""How far past its hold a running attempt may spend (a fraction), ``GENQ_BUDGET_OVERRUN``."""
+
+
+class BudgetOverrun(TerminalJobError):
+    """A running attempt spent past its budget hold plus the margin, and was stopped. Terminal:
+    another attempt would overrun the same way."""
+
 
 @dataclass
 class Metering:
@@ -49,10 +68,14 @@ class Metering:
     budgets: CommonSettings | None = None
     """The settings that give tenants' budgets (``GENQ_TENANT_BUDGETS``, and the namespace
     where operators' limits live); None: no budget is held or charged."""
+    overrun: float = DEFAULT_OVERRUN
+    """``GENQ_BUDGET_OVERRUN``: a held attempt is stopped once it spent its hold times
+    ``1 + overrun``."""
 
     def attempt(self, job: ActiveJob, request: GenerationPayload) -> AttemptMeter:
         """The meter of ``job``'s current attempt at ``request``; use it as a context manager."""
-        return AttemptMeter(job, request, self.prices.price(request.model), self.budgets)
+        price = self.prices.price(request.model)
+        return AttemptMeter(job, request, price, self.budgets, overrun=self.overrun)
 
 
 @dataclass
@@ -71,8 +94,17 @@ class AttemptMeter:
     """The provider's own usage report, if it sent one."""
     usage: Usage | None = None
     """What was metered (set on leaving the block)."""
+    overrun: float = DEFAULT_OVERRUN
+    held_nanos: int | None = None
+    """What the budget holds for this attempt (None: no hold, no ceiling)."""
     _parts: list[str] = field(default_factory=list, repr=False)
     _held: bool = False
+    _ceiling: int | None = field(default=None, repr=False)
+    _streamed_bytes: int = field(default=0, repr=False)
+    _check_at: float = field(default=0, repr=False)
+    """The streamed bytes at which :meth:`check_spend` counts again."""
+    _prompt_tokens: int | None = field(default=None, repr=False)
+    _finished: bool = field(default=False, repr=False)
 
     @property
     def text(self) -> str:
@@ -92,10 +124,12 @@ class AttemptMeter:
         amount = max_cost_nanos(self.request, self.price)
         namespace = self.budgets.queue_namespace
         try:
-            await budget.hold(redis, namespace, tenant, self.job.id, amount, limits)
+            held = await budget.hold(redis, namespace, tenant, self.job.id, amount, limits)
         except budget.BudgetExceeded as exc:
             raise TerminalJobError(f"budget exceeded: {exc}") from exc
         self._held = True
+        self.held_nanos = held.amount_nanos
+        self._ceiling = math.floor(held.amount_nanos * (1 + self.overrun))
 
     def sending(self) -> None:
         """Call right before the provider call."""
@@ -106,8 +140,48 @@ class AttemptMeter:
         self.answered = True
         if delta.text:
             self._parts.append(delta.text)
+            if self._ceiling is not None:
+                self._streamed_bytes += len(delta.text.encode())
         if delta.usage is not None:
             self.reported = delta.usage
+            self._check_at = 0
+        if delta.finish_reason:
+            self._finished = True
+
+    def check_spend(self) -> None:
+        """Call after each delta was passed on: raises :class:`BudgetOverrun` once a held
+        attempt, still running, spent more than its hold plus the margin."""
+        if self._ceiling is None or self._finished or self._streamed_bytes < self._check_at:
+            return
+        spent = self._spent_nanos()
+        if spent > self._ceiling:
+            assert self.held_nanos is not None
+            raise BudgetOverrun(
+                f"budget overrun: stopped after spending ${budget.nanos_to_usd(spent):.6f}, "
+                f"past the ${budget.nanos_to_usd(self.held_nanos):.6f} the tenant's budget "
+                f"holds for it plus {self.overrun * 100:g}% (GENQ_BUDGET_OVERRUN): the provider "
+                "went on past max_tokens; charged what it spent"
+            )
+        per_token = self.price.output_per_token * budget.NANOS_PER_USD
+        if per_token <= 0:  # streamed text costs nothing: only a provider's report adds
+            self._check_at = math.inf
+            return
+        # The text must grow by this many bytes before the spend can pass the ceiling (a
+        # token is at least one byte): the tokenizer is not run again before.
+        room = math.floor((self._ceiling - spent) / per_token)
+        self._check_at = self._streamed_bytes + max(1, room)
+
+    def _spent_nanos(self) -> int:
+        """What the attempt has cost so far, as :meth:`meter` would meter it now."""
+        model = self.request.model
+        if self.reported is not None:
+            usage = reported_usage(self.reported)
+        else:
+            if self._prompt_tokens is None:
+                self._prompt_tokens = estimate_usage(model, self.request.messages, "").prompt_tokens
+            streamed = estimate_usage(model, [], self.text, count_prompt=False)
+            usage = Usage(self._prompt_tokens, streamed.completion_tokens)
+        return with_cost(usage, self.price).cost_nanos
 
     def meter(self, refused: bool = False) -> Usage:
         """Meters the attempt on the job, once (a later call returns the same usage).

@@ -57,7 +57,8 @@ class WorkerProcess:
     @classmethod
     def build(cls, settings: WorkerSettings, redis: RedisClient) -> WorkerProcess:
         routing = settings.routing()
-        process = cls(settings, redis, metering=Metering(budgets=settings))
+        metering = Metering(budgets=settings, overrun=settings.budget_overrun)
+        process = cls(settings, redis, metering=metering)
         for name in settings.selected_providers():
             provider = routing.providers[name]
             queue = Queue(

@@ -15,6 +15,7 @@ from genq.worker import PRESENCE_SECONDS
 from genq_contract.routing import split_list
 from genq_contract.settings import CommonSettings
 from providers.limits import DEFAULT_MAX_COOLDOWN
+from workers.metering import DEFAULT_OVERRUN
 from workers.webhooks import DEFAULT_NAME, Webhook, check_webhooks, parse_webhooks
 
 
@@ -61,6 +62,10 @@ class WorkerSettings(CommonSettings):
     """GENQ_ACCESS_CACHE_SECONDS: how long a worker trusts its copy of the revoked API keys and
     disabled tenants; a generation of one stops at its next check once the copy is renewed
     (``genq_contract.access``). 0 reads Redis at every check."""
+    budget_overrun: float = Field(DEFAULT_OVERRUN, ge=0, le=10)
+    """GENQ_BUDGET_OVERRUN: how far past its budget hold (as a fraction: 0.10 is 10%) a running
+    generation of a budgeted tenant may spend before the worker stops it, failed with the
+    reason (a provider that ignores ``max_tokens``; ``workers.metering``)."""
     fallback_max_wait: float = Field(30.0, ge=0)
     """GENQ_FALLBACK_MAX_WAIT: a 429 asking to wait longer than this (seconds) sends the
     generation to its next fallback model at once (see ``workers.fallback``)."""

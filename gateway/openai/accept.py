@@ -1,15 +1,15 @@
-"""What both OpenAI creation routes do first: check the model the way OpenAI does (404
+"""What both OpenAI creation routes do once they hold the slot their answer needs, if any (a
+stream slot, :func:`gateway.sse.stream_slot`, or a wait slot, ``gateway.waits``: a 429 for
+either must mean nothing was enqueued): check the model the way OpenAI does (404
 ``model_not_found``), then hand the request to the native :func:`gateway.submit.submit` (the
-same tenant limits and idempotency as ``POST /v1/generations``); and how they stream."""
+same tenant limits and idempotency as ``POST /v1/generations``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Header
-from fastapi.responses import StreamingResponse
 
 from genq_contract.routing import ModelNotAllowedError
 
@@ -47,11 +47,3 @@ async def accept(
     submitted = await submit(gateway, principal, body, idempotency_key)
     owned = await load_owned_job(gateway, submitted.id, principal.tenant)
     return Accepted(owned, created=not submitted.deduplicated)
-
-
-def sse_response(stream: AsyncIterator[bytes]) -> StreamingResponse:
-    return StreamingResponse(
-        stream,
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )

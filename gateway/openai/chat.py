@@ -6,6 +6,10 @@ with ``data: [DONE]``. A worker restart shows as a chunk with an empty delta and
 ``"genq": {"event": "restarted"}``: drop the text received so far. With an Idempotency-Key a
 second identical POST re-attaches to the same generation (a stream replays from its start or
 from ``Last-Event-ID``); without one, a client that disconnects cancels the generation.
+
+A stream holds a stream slot and a wait a wait slot of the tenant, taken before the
+generation is enqueued (:mod:`gateway.sse`); a stream the gateway ends before the generation
+did (``GENQ_SSE_MAX_DURATION``) ends with an error chunk (``code: "stream_cut"``).
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from genq import Job, JobStatus
 
 from ..deps import Gateway, GatewayDep, OwnedJob, PrincipalDep
 from ..routes.events import parse_cursor
-from .accept import IdempotencyKey, accept, sse_response
+from ..sse import stream_slot
+from .accept import IdempotencyKey, accept
 from .errors import OpenAIError, OpenAIRoute, error_body
-from .lifetime import end_or_leave, tied
+from .lifetime import CUT, StreamCut, end_or_leave, tied
 from .objects import chat_chunk, chat_completion, chat_usage, error_code, result_of
 from .response_events import KEEPALIVE
 from .schemas import ChatCompletionCreate
@@ -74,15 +79,33 @@ def ending(job: Job, include_usage: bool, entry_id: str) -> list[bytes]:
     return [*frames, DONE]
 
 
+def cut_frame(bound: bool) -> bytes:
+    """The last frame of a stream that ended before its generation did."""
+    then = (
+        "it goes on: POST again with the same Idempotency-Key and Last-Event-ID to resume"
+        if bound
+        else "it was cancelled (with an Idempotency-Key it would go on, and could be resumed)"
+    )
+    return frame(error_body(503, f"{CUT}; {then}", code="stream_cut"))
+
+
 async def chunk_stream(
-    gateway: Gateway, owned: OwnedJob, include_usage: bool, cursor: str | None
+    gateway: Gateway,
+    owned: OwnedJob,
+    include_usage: bool,
+    cursor: str | None,
+    until: float,
+    bound: bool,
 ) -> AsyncGenerator[bytes, None]:
+    """The chunks after ``cursor``, until the generation ends; at ``until`` (the event loop's
+    time) the stream ends with :func:`cut_frame` and :class:`StreamCut`."""
     job = owned.job
     usage: dict[str, Any] = {"usage": None} if include_usage else {}
     if cursor is None:
         yield frame(chat_chunk(job, {"role": "assistant", "content": "", "refusal": None}, **usage))
     tail = gateway.tails[owned.provider]
-    async with contextlib.aclosing(tail.follow(job.id, cursor)) as batches:
+    ended = False
+    async with contextlib.aclosing(tail.follow(job.id, cursor, until=until)) as batches:
         async for batch in batches:
             if not batch:
                 yield KEEPALIVE
@@ -98,8 +121,12 @@ async def chunk_stream(
                 elif entry.terminal:
                     final = await owned.queue.get(job.id) or job
                     out.extend(ending(final, include_usage, entry.id))
+                    ended = True
             if out:
                 yield b"".join(out)
+    if not ended:
+        yield cut_frame(bound)
+        raise StreamCut
 
 
 @router.post("/completions")
@@ -112,13 +139,17 @@ async def create_chat_completion(
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=60)] = None,
 ) -> Response:
     """A chat completion; see the module's docstring for re-attaching and cancelling."""
-    owned = (await accept(gateway, principal, body.generation(), idempotency_key)).owned
+    generation = body.generation()
     bound = idempotency_key is not None
     if body.stream:
         cursor = parse_cursor(last_event_id, "Last-Event-ID") if bound else None
-        stream = chunk_stream(gateway, owned, body.include_usage, cursor)
-        return sse_response(tied(stream, owned, cancel=not bound))
-    job = await end_or_leave(request, gateway, owned, cancel=not bound)
+        with stream_slot(gateway, principal.tenant) as slot:  # 429 here: nothing enqueued
+            owned = (await accept(gateway, principal, generation, idempotency_key)).owned
+            stream = chunk_stream(gateway, owned, body.include_usage, cursor, slot.until, bound)
+            return slot.respond(tied(stream, owned, cancel=not bound))
+    with gateway.waits.hold(principal.tenant):  # 429 here: nothing enqueued
+        owned = (await accept(gateway, principal, generation, idempotency_key)).owned
+        job = await end_or_leave(request, gateway, owned, cancel=not bound)
     if job is None:
         return Response(status_code=499)  # nobody is listening any more
     if job.status is not JobStatus.COMPLETED:

@@ -75,11 +75,12 @@ async def anchored(redis: Any, key: str, entry_id: str) -> int | None:
 
 
 async def numbered(
-    tail: Tail, redis: Any, key: str, job_id: str
+    tail: Tail, redis: Any, key: str, job_id: str, until: float | None = None
 ) -> AsyncGenerator[list[Numbered], None]:
     """Every retained entry, then the live ones from the shared tail, each with its ordinal;
-    ends after the terminal entry. An empty batch means "nothing new" (time for a keepalive).
-    Raises :class:`gateway.tail.ViewerLagged` when the viewer fell too far behind."""
+    ends after the terminal entry (or, without one, at ``until``: see :meth:`Tail.follow`).
+    An empty batch means "nothing new" (time for a keepalive). Raises
+    :class:`gateway.tail.ViewerLagged` when the viewer fell too far behind."""
     known = await retained(redis, key)
     if known:
         yield known
@@ -87,7 +88,7 @@ async def numbered(
             return
     cursor = known[-1].entry.id if known else "0-0"
     following = known[-1].ordinal + 1 if known else 0
-    async with contextlib.aclosing(tail.follow(job_id, cursor)) as batches:
+    async with contextlib.aclosing(tail.follow(job_id, cursor, until=until)) as batches:
         async for batch in batches:
             out: list[Numbered] = []
             for entry in batch:

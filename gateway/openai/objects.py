@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from genq import Event, Job, JobStatus, visible_text
+from genq_contract.result import read_result
 
 from ..tail import Entry
 from .schemas import BACKGROUND_KEY
@@ -57,12 +58,26 @@ def payload_of(job: Job) -> dict[str, Any]:
 
 
 def text_of(entries: Iterable[Entry]) -> str:
-    """What a viewer shows: the chunks of the current attempt (genq's one rule)."""
-    return visible_text(Event(e.id, e.type, json.loads(e.data)) for e in entries)
+    """What a viewer shows: the chunks of the current attempt (genq's one rule). A chunk
+    whose data is not text (pushed before events were checked) shows nothing."""
+    events = (Event(e.id, e.type, json.loads(e.data)) for e in entries)
+    return visible_text(e for e in events if e.type != "chunk" or isinstance(e.data, str))
 
 
 def result_of(job: Job) -> dict[str, Any]:
-    return job.result if isinstance(job.result, dict) else {}
+    """The result's ``text``, ``model``, ``finish_reason`` and ``usage``; one that does not
+    validate is None (``genq_contract.result.read_result``)."""
+    return read_result(job.result).model_dump()
+
+
+def _object(value: Any) -> dict[str, Any]:
+    # A job enqueued directly on a genq.Queue may hold anything in its payload: it still shows.
+    return value if isinstance(value, dict) else {}
+
+
+def _messages(job: Job) -> list[dict[str, Any]]:
+    messages = payload_of(job).get("messages")
+    return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
 
 
 def estimate_tokens(text: str) -> int:
@@ -71,10 +86,10 @@ def estimate_tokens(text: str) -> int:
 
 def token_counts(job: Job, text: str) -> tuple[int, int]:
     """(prompt, completion) tokens: the provider's report, or an estimate."""
-    usage = result_of(job).get("usage")
-    if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
-        return int(usage.get("prompt_tokens") or 0), int(usage["completion_tokens"])
-    prompt = "".join(str(m.get("content", "")) for m in payload_of(job).get("messages") or [])
+    usage = result_of(job)["usage"]
+    if usage is not None:
+        return usage["prompt_tokens"], usage["completion_tokens"]
+    prompt = "".join(str(m.get("content", "")) for m in _messages(job))
     return estimate_tokens(prompt), estimate_tokens(text)
 
 
@@ -137,22 +152,22 @@ def response_object(
     """The Response OpenAI would show for this job; ``status`` overrides the job's (the
     lifecycle events of a stream show the states the job went through)."""
     payload = payload_of(job)
-    params: dict[str, Any] = payload.get("params") or {}
-    messages: list[dict[str, Any]] = payload.get("messages") or []
-    metadata = {k: v for k, v in (payload.get("metadata") or {}).items() if k != BACKGROUND_KEY}
+    params = _object(payload.get("params"))
+    messages = _messages(job)
+    metadata = {k: v for k, v in _object(payload.get("metadata")).items() if k != BACKGROUND_KEY}
     status = status or response_status(job)
     finish_reason = result_of(job).get("finish_reason")
     finished = status in ("completed", "incomplete", "failed", "cancelled")
     has_output = with_output and (bool(text) or status in ("completed", "incomplete"))
     instructions = (
-        messages[0]["content"] if messages and messages[0].get("role") == "system" else None
+        messages[0].get("content") if messages and messages[0].get("role") == "system" else None
     )
     return {
         "id": response_id(job.id),
         "object": "response",
         "created_at": int(job.created_at),
         "status": status,
-        "background": bool((payload.get("metadata") or {}).get(BACKGROUND_KEY)),
+        "background": bool(_object(payload.get("metadata")).get(BACKGROUND_KEY)),
         "model": payload.get("model"),
         "output": [message_item(job, text, item_status(status))] if has_output else [],
         "usage": response_usage(job, text) if finished else None,

@@ -14,7 +14,9 @@ entry then gets ``FIRST_ENTRY + its ordinal`` (see :mod:`.numbering`):
   ``response.failed``, ``response.cancelled``), numbered from the entry's own number up:
   nothing follows a terminal entry, so these numbers are free.
 
-``starting_after=N`` yields exactly the events numbered above N.
+``starting_after=N`` yields exactly the events numbered above N. A stream the gateway ends
+before the response did (``GENQ_SSE_MAX_DURATION``) ends with an ``error`` event
+(``code: "stream_cut"``, no ``id:``: it is not one of the response's events).
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ from genq import Job, Queue
 
 from ..deps import Gateway, OwnedJob
 from ..tail import Entry
+from .lifetime import CUT, StreamCut
 from .numbering import numbered, retained
 from .objects import (
     item_id,
     message_item,
     output_text_part,
+    response_id,
     response_object,
     result_of,
     text_of,
@@ -116,17 +120,35 @@ def numbered_events(events: list[Event], first: int, after: int) -> Iterator[byt
             yield sse(first + offset, kind, body)
 
 
+def cut_event(job: Job, number: int, goes_on: bool) -> bytes:
+    """The last event of a stream that ended before its response did, numbered ``number``."""
+    then = (
+        f"the response goes on: resume with GET /v1/responses/{response_id(job.id)}"
+        f"?stream=true&starting_after={number - 1}"
+        if goes_on
+        else "the response was cancelled (a background response, or one created with an "
+        "Idempotency-Key, would go on and could be resumed)"
+    )
+    body = {"code": "stream_cut", "message": f"{CUT}; {then}", "param": None}
+    data = json.dumps({"type": "error", "sequence_number": number, **body}, separators=(",", ":"))
+    return f"event: error\ndata: {data}\n\n".encode()
+
+
 async def response_stream(
-    gateway: Gateway, owned: OwnedJob, after: int
+    gateway: Gateway, owned: OwnedJob, after: int, until: float, goes_on: bool
 ) -> AsyncGenerator[bytes, None]:
-    """SSE bytes of the response's events numbered above ``after`` (-1: all of them)."""
+    """SSE bytes of the response's events numbered above ``after`` (-1: all of them), until
+    the response ends; at ``until`` (the event loop's time) the stream ends with
+    :func:`cut_event` and :class:`StreamCut` (``goes_on``: the response outlives it)."""
     job, queue = owned.job, owned.queue
     key = queue.keys.events(job.id)
     opening = preamble(job)
     for chunk in numbered_events(opening[:PREAMBLE_SENT_AT_ONCE], 0, after):
         yield chunk
     opened = False
-    entries = numbered(gateway.tails[owned.provider], queue.redis, key, job.id)
+    ended = False
+    following = PREAMBLE_SENT_AT_ONCE  # the number after the last one given out
+    entries = numbered(gateway.tails[owned.provider], queue.redis, key, job.id, until)
     async with contextlib.aclosing(entries):
         async for batch in entries:
             if not batch:
@@ -137,14 +159,21 @@ async def response_stream(
                 opened = True
                 rest = opening[PREAMBLE_SENT_AT_ONCE:]
                 out.extend(numbered_events(rest, PREAMBLE_SENT_AT_ONCE, after))
+                following = FIRST_ENTRY
             for item in batch:
                 number = FIRST_ENTRY + item.ordinal
                 if item.entry.terminal:
                     out.extend(numbered_events(await _closing(owned), number, after))
+                    ended = True
                 else:
-                    out.extend(numbered_events(entry_events(job, item.entry), number, after))
+                    events = entry_events(job, item.entry)
+                    out.extend(numbered_events(events, number, after))
+                    following = number + max(1, len(events))
             if out:
                 yield b"".join(out)
+    if not ended:
+        yield cut_event(job, max(following, after + 1), goes_on)
+        raise StreamCut
 
 
 async def _closing(owned: OwnedJob) -> list[Event]:

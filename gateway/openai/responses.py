@@ -1,5 +1,9 @@
 """The Responses API subset: create (background, stream, or wait), retrieve (poll or resume
-the stream with ``starting_after``), cancel."""
+the stream with ``starting_after``), cancel.
+
+A stream holds one of the tenant's stream slots and a wait one of its wait slots, taken before
+the generation is enqueued (:mod:`gateway.sse`); ``background: true`` without ``stream`` holds
+neither (it answers at once)."""
 
 from __future__ import annotations
 
@@ -8,12 +12,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from genq import TERMINAL, JobStatus
+from genq import TERMINAL, Job, JobStatus
 
 from ..budgets import release_if_never_ran
 from ..deps import Gateway, GatewayDep, OwnedJob, PrincipalDep, load_owned_job
+from ..errors import RateLimited
 from ..routes.generations import wait_for_end
-from .accept import IdempotencyKey, accept, sse_response
+from ..sse import StreamSlot, stream_slot
+from .accept import IdempotencyKey, accept
 from .errors import OpenAIError, OpenAIRoute
 from .lifetime import end_or_leave, tied
 from .objects import job_id_of, response_object
@@ -30,8 +36,11 @@ async def as_response(owned: OwnedJob) -> dict[str, Any]:
     return response_object(owned.job, await current_text(owned.queue, owned.job))
 
 
-def event_stream(gateway: Gateway, owned: OwnedJob, after: int, cancel: bool) -> Response:
-    return sse_response(tied(response_stream(gateway, owned, after), owned, cancel))
+def event_stream(
+    slot: StreamSlot, gateway: Gateway, owned: OwnedJob, after: int, cancel: bool
+) -> Response:
+    events = response_stream(gateway, owned, after, slot.until, goes_on=not cancel)
+    return slot.respond(tied(events, owned, cancel))
 
 
 @router.post("")
@@ -45,17 +54,22 @@ async def create_response(
     """``background: true`` answers at once (``queued``); ``stream: true`` streams the events;
     otherwise the answer waits for the end. Without ``background`` or an Idempotency-Key the
     generation is tied to this request: disconnecting cancels it."""
-    accepted = await accept(gateway, principal, body.generation(), idempotency_key)
-    owned = accepted.owned
+    generation = body.generation()
     bound = body.background or idempotency_key is not None
     if body.stream:
-        return event_stream(gateway, owned, -1, cancel=not bound)
+        with stream_slot(gateway, principal.tenant) as slot:  # 429 here: nothing enqueued
+            owned = (await accept(gateway, principal, generation, idempotency_key)).owned
+            return event_stream(slot, gateway, owned, -1, cancel=not bound)
     if body.background:
+        accepted = await accept(gateway, principal, generation, idempotency_key)
+        owned = accepted.owned
         if accepted.created:  # as OpenAI answers: the state at acceptance, even if a worker
             # already picked it up (a replay shows the state it is in now)
             return JSONResponse(response_object(owned.job, "", status="queued"))
         return JSONResponse(await as_response(owned))
-    job = await end_or_leave(request, gateway, owned, cancel=not bound)
+    with gateway.waits.hold(principal.tenant):  # 429 here: nothing enqueued
+        owned = (await accept(gateway, principal, generation, idempotency_key)).owned
+        job = await end_or_leave(request, gateway, owned, cancel=not bound)
     if job is None:
         return Response(status_code=499)  # nobody is listening any more
     return JSONResponse(await as_response(OwnedJob(owned.provider, owned.queue, job)))
@@ -76,7 +90,8 @@ async def retrieve_response(
     if not stream:
         return JSONResponse(await as_response(owned))
     after = starting_after if starting_after is not None else _last_event(last_event_id)
-    return event_stream(gateway, owned, after, cancel=False)
+    with stream_slot(gateway, principal.tenant) as slot:
+        return event_stream(slot, gateway, owned, after, cancel=False)
 
 
 def _last_event(value: str | None) -> int:
@@ -100,9 +115,23 @@ async def cancel_response(
     if cancelled:  # a job that never ran gives its budget reservation back now
         await release_if_never_ran(gateway.redis, gateway.settings, job)
     if cancelled and job.status not in TERMINAL:
-        job = await wait_for_end(gateway, OwnedJob(owned.provider, owned.queue, job), CANCEL_SETTLE)
+        job = await _settle(gateway, OwnedJob(owned.provider, owned.queue, job), principal.tenant)
     view = OwnedJob(owned.provider, owned.queue, job)
     body = await as_response(view)
     if cancelled and job.status is not JobStatus.CANCELLED:
         body["status"] = "cancelled"  # cancel() returned True: it settles cancelled
     return JSONResponse(body)
+
+
+async def _settle(gateway: Gateway, owned: OwnedJob, tenant: str) -> Job:
+    """The job once its worker stopped it (``CANCEL_SETTLE`` at most), waited for in one of
+    the tenant's wait slots; with none free, the job as it is: the cancel is done either way,
+    and a 429 would say it was not."""
+    try:
+        release = gateway.waits.take(tenant)
+    except RateLimited:
+        return owned.job
+    try:
+        return await wait_for_end(gateway, owned, CANCEL_SETTLE)
+    finally:
+        release()

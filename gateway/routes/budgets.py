@@ -17,7 +17,8 @@ from genq_contract.api_keys import TENANT_PATTERN
 from ..deps import AdminDep, Gateway, GatewayDep, PrincipalDep
 from ..errors import NotFound
 from ..schemas import ERRORS, MAX_REASON
-from ..usage_schemas import BudgetLimits, BudgetList, BudgetOut, Source
+from ..tenant_warnings import unknown_tenant
+from ..usage_schemas import BudgetLimits, BudgetList, BudgetOut, BudgetSet, Source
 
 router = APIRouter(tags=["budgets"], responses=ERRORS)
 
@@ -62,16 +63,18 @@ async def get_budget(tenant: Tenant, gateway: GatewayDep, _: AdminDep) -> Budget
     return await budget_of(gateway, tenant)
 
 
-@router.put("/v1/budgets/{tenant}", response_model=BudgetOut)
+@router.put("/v1/budgets/{tenant}", response_model=BudgetSet)
 async def set_budget(
     tenant: Tenant, body: BudgetLimits, gateway: GatewayDep, principal: AdminDep
-) -> BudgetOut:
+) -> BudgetSet:
     """Sets the tenant's limits (null: no limit of that kind), over the settings'. Takes
-    effect on the next request; generations already accepted keep their reservations."""
+    effect on the next request; generations already accepted keep their reservations.
+    ``warnings`` says when no API key acts as the tenant (set all the same)."""
     limits = budget.Limits.from_usd(body.daily_usd, body.monthly_usd)
     await budget.set_limits(gateway.redis, gateway.settings.queue_namespace, tenant, limits)
     await gateway.audit.record(principal.actor, "set_budget", AUDIT_QUEUE, 1, [tenant], body.reason)
-    return await budget_of(gateway, tenant)
+    now = await budget_of(gateway, tenant)
+    return BudgetSet(**now.model_dump(), warnings=await unknown_tenant(gateway, tenant))
 
 
 @router.delete("/v1/budgets/{tenant}", response_model=BudgetOut)

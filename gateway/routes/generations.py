@@ -200,8 +200,9 @@ async def generation_result(
     cancelled alike), or 202 with the current record when the timeout passed first. A tenant
     holds at most ``GENQ_TENANT_MAX_WAITS`` waits at once (429 beyond)."""
     owned = await load_owned_job(gateway, job_id, principal.tenant)
-    wait = wait_for_end(gateway, owned, min(timeout, gateway.settings.max_wait))
-    answered, job = await unless_disconnected(request, wait)
+    with gateway.waits.hold(principal.tenant):  # 429 past the tenant's cap
+        wait = wait_for_end(gateway, owned, min(timeout, gateway.settings.max_wait))
+        answered, job = await unless_disconnected(request, wait)
     if not answered or job is None:  # the client hung up: free its wait at once
         return Response(status_code=499)
     if job.status not in TERMINAL:
@@ -227,19 +228,19 @@ async def _until_terminal(tail: Tail, job_id: str, last: Event | None) -> None:
 
 
 async def wait_for_end(gateway: GatewayDep, owned: OwnedJob, timeout: float) -> Job:
-    """Waits on the shared tail (no Redis connection held) for the terminal event."""
+    """Waits on the shared tail (no Redis connection held) for the terminal event. The
+    caller holds a wait slot (``gateway.waits``), taken before anything it did first."""
     if owned.job.status in TERMINAL or timeout <= 0:
         return owned.job
     queue, job_id = owned.queue, owned.job.id
     last = await queue.last_event(job_id)
     if last is None or not last.terminal:  # else it finished since the record was read
-        with gateway.waits.hold(str(tenant_of(owned.job))):  # 429 past the tenant's cap
-            tail = gateway.tails[owned.provider]
-            waiter = asyncio.create_task(_until_terminal(tail, job_id, last))
-            try:
-                await asyncio.wait({waiter}, timeout=timeout)
-            finally:
-                await cancel_and_wait(waiter)
+        tail = gateway.tails[owned.provider]
+        waiter = asyncio.create_task(_until_terminal(tail, job_id, last))
+        try:
+            await asyncio.wait({waiter}, timeout=timeout)
+        finally:
+            await cancel_and_wait(waiter)
     job = await queue.get(job_id)
     if job is None:
         raise NotFound("generation not found")

@@ -18,6 +18,7 @@ from ..auth import Principal
 from ..deps import AdminDep, Gateway, GatewayDep, JobId, tenant_of
 from ..errors import BadRequest, NotFound
 from ..ops_schemas import (
+    AdminGenerationCreated,
     AdminGenerationRequest,
     AdminJobList,
     AdminJobRow,
@@ -28,9 +29,9 @@ from ..schemas import (
     ERRORS,
     IDEMPOTENCY_KEY_PATTERN,
     AdminGeneration,
-    GenerationCreated,
 )
 from ..submit import answer_created, submit
+from ..tenant_warnings import unknown_tenant
 from .queues import QueueName
 
 router = APIRouter(tags=["operations"], responses=ERRORS)
@@ -201,8 +202,8 @@ async def load_queue_job(gateway: Gateway, name: str, job_id: str) -> tuple[Queu
 @router.post(
     "/v1/queues/{name}/jobs",
     status_code=202,
-    response_model=GenerationCreated,
-    responses={200: {"model": GenerationCreated, "description": "An Idempotency-Key replay"}},
+    response_model=AdminGenerationCreated,
+    responses={200: {"model": AdminGenerationCreated, "description": "An Idempotency-Key replay"}},
 )
 async def enqueue_job(
     name: QueueName,
@@ -218,10 +219,11 @@ async def enqueue_job(
             description="As on POST /v1/generations, scoped to the body's tenant",
         ),
     ] = None,
-) -> GenerationCreated:
+) -> AdminGenerationCreated:
     """Enqueues a generation for ``tenant`` exactly as that tenant's POST /v1/generations would
     (validation, its limits, replays); the model must run on this queue. The watch token is
-    that tenant's."""
+    that tenant's. ``warnings`` says when no API key acts as the tenant (enqueued all the
+    same)."""
     gateway.queues.by_provider(name)
     try:
         provider, _ = gateway.queues.for_model(body.model)
@@ -235,4 +237,6 @@ async def enqueue_job(
         principal.actor, "enqueue", name, int(not submitted.deduplicated), [submitted.id],
         body.reason,
     )  # fmt: skip
-    return answer_created(gateway, body.tenant, submitted, response)
+    answer = answer_created(gateway, body.tenant, submitted, response)
+    warnings = await unknown_tenant(gateway, body.tenant)
+    return AdminGenerationCreated(**answer.model_dump(), warnings=warnings)

@@ -5,7 +5,10 @@ Any process that speaks HTTP works a queue with a worker key (``genq keys create
 progress (watchers see them on the generation's SSE stream, as a built-in worker's), extends
 the visibility while it works, and acks or nacks with the job's receipt. The same Lua scripts
 and fencing as the built-in worker (``genq.pull``): a stale receipt is 409 and changes nothing;
-an expired visibility redelivers the job, its next attempt starting with ``restarted``.
+an expired visibility redelivers the job, its next attempt starting with ``restarted``. Only
+the key that pulled a job may use its receipt (403 for any other, an admin's included). Chunks
+and results are typed as the built-in worker's (``genq_contract.result``), and a nack's error
+is redacted as a provider's message is, since the tenant reads both.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from genq import JobLeaseLostError, PulledJob, Queue
 from genq.pull import ack, extend, nack, push_events
 from genq_contract.access import Access
 from genq_contract.payload import payload_fields
+from genq_contract.redact import redact
 
 from ..deps import Gateway, GatewayDep, JobId, PullerDep
 from ..errors import Conflict, Forbidden, NotFound
@@ -43,6 +47,10 @@ router = APIRouter(tags=["workers"], responses={**ERRORS, 409: ERRORS[400]})
 QueueName = Annotated[str, Path(min_length=1, max_length=100, description="A queue name")]
 T = TypeVar("T")
 
+FOREIGN = (
+    "receipt refused: the job was pulled by another key; only the key that pulled it may use "
+    "its receipt; nothing was changed"
+)
 STALE = (
     "stale receipt: the job was settled, redelivered after its visibility passed, or the "
     "receipt is not this job's; nothing was changed"
@@ -99,13 +107,18 @@ class HeldJob:
     name: str
     queue: Queue
     id: str
+    key_id: str
+    """The key sending the receipt: it must be the one that pulled the job."""
 
     async def run(self, receipt: str, call: Callable[[Queue, str], Awaitable[T]]) -> T:
-        """``call(queue, genq receipt)`` for a receipt that verifies and whose key and tenant
-        are still allowed; a stale receipt is 409, an unknown job 404."""
+        """``call(queue, genq receipt)`` for a receipt that verifies, whose key and tenant are
+        still allowed and that the key that pulled sends; a stale receipt is 409, another
+        key's 403, an unknown job 404."""
         try:
             held = self.receipts.verify(self.id, receipt)
             await check_receipt_access(self.gateway, held.key_id, held.tenant)
+            if held.key_id != self.key_id:
+                raise Forbidden(FOREIGN)
             return await call(self.queue, held.inner)
         except JobLeaseLostError:
             if not await self.queue.redis.exists(self.queue.keys.job(self.id)):
@@ -114,9 +127,10 @@ class HeldJob:
 
 
 async def held_job(
-    name: QueueName, job_id: JobId, gateway: GatewayDep, _: PullerDep, request: Request
+    name: QueueName, job_id: JobId, gateway: GatewayDep, principal: PullerDep, request: Request
 ) -> HeldJob:
-    return HeldJob(gateway, _receipts(gateway, request), name, _queue(gateway, name), job_id)
+    receipts, queue = _receipts(gateway, request), _queue(gateway, name)
+    return HeldJob(gateway, receipts, name, queue, job_id, principal.key_id)
 
 
 HeldJobDep = Annotated[HeldJob, Depends(held_job)]
@@ -178,20 +192,19 @@ async def extend_job(body: ExtendRequest, job: HeldJobDep) -> HoldResponse:
 async def ack_job(body: AckRequest, job: HeldJobDep) -> SettleResponse:
     """Completes the job with ``result`` (``cancelled`` if a cancel was pending). Sending the
     same ack again answers the same."""
-    status = await job.run(
-        body.receipt, lambda queue, receipt: ack(queue, job.id, receipt, body.result)
-    )
+    result = body.result.as_json() if body.result is not None else None
+    status = await job.run(body.receipt, lambda queue, receipt: ack(queue, job.id, receipt, result))
     return SettleResponse(status=status)
 
 
 @router.post("/v1/queues/{name}/jobs/{job_id}/nack", response_model=SettleResponse)
 async def nack_job(body: NackRequest, job: HeldJobDep) -> SettleResponse:
     """Fails this attempt: retried after ``retry_after`` (or the queue's backoff) while
-    attempts remain, dead-lettered when ``terminal`` or out of attempts."""
+    attempts remain, dead-lettered when ``terminal`` or out of attempts. The error is shown
+    to the tenant: credentials in it are redacted, as a built-in worker's are."""
+    error = redact(body.error)
     status = await job.run(
         body.receipt,
-        lambda queue, receipt: nack(
-            queue, job.id, receipt, body.error, body.retry_after, body.terminal
-        ),
+        lambda queue, receipt: nack(queue, job.id, receipt, error, body.retry_after, body.terminal),
     )
     return SettleResponse(status=status)

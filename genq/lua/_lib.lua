@@ -43,7 +43,7 @@ local function release_key(idem, id)
 end
 
 --[[ The books: the keys every state change keeps in step with the job, passed by each script
-as its last twelve KEYS, in the order of genq/keys.py's Keys.books (books_at builds the table):
+as its last thirteen KEYS, in the order of genq/keys.py's Keys.books (books_at builds the table):
   lines     zset, all scores 0: "<tenant>\0<rank, 16 digits>\0<id>" per runnable job, so one
             tenant's jobs are one lexical range, in rank order (its line)
   turns     zset: tenants with runnable jobs under their cap, by pass (lowest served next)
@@ -60,6 +60,9 @@ as its last twelve KEYS, in the order of genq/keys.py's Keys.books (books_at bui
             lexical range (presence.lua expires them when the worker's presence lapses)
   outbox    stream: a notice per dead-lettered job, read by the workers' alerts through a
             consumer group (dead_letter writes it)
+  waits     zset: the ready set's jobs, each scored by when it became runnable (ms), so the
+            oldest wait is its first entry whatever the job's priority or tenant (make_ready,
+            admit and leave_ready keep it, and pick.lua for the jobs it claims)
 Tenants and ids never contain a NUL, and tenants no character below a space, so a prefix
 range picks out exactly one tenant or status. ]]
 
@@ -68,6 +71,7 @@ local function books_at(i)
     lines = KEYS[i], turns = KEYS[i + 1], parked = KEYS[i + 2], passes = KEYS[i + 3],
     running = KEYS[i + 4], vtime = KEYS[i + 5], index = KEYS[i + 6], tindex = KEYS[i + 7],
     expiry = KEYS[i + 8], holders = KEYS[i + 9], holds = KEYS[i + 10], outbox = KEYS[i + 11],
+    waits = KEYS[i + 12],
   }
 end
 
@@ -244,9 +248,16 @@ local function dead_letter(B, job, events, dead, idem, id, now, reason, err, ttl
     redis.call('ZREMRANGEBYSCORE', dead, '-inf', '(' .. int(now - ttl_ms))
   end
   release_key(idem, id)
+  -- The tenant the job was enqueued for (fair share's), null for the default one: a record
+  -- leaves the field out for it.
+  local f = redis.call('HMGET', job, 'attempt', 'tenant')
+  local tenant = f[2]
+  if not tenant or tenant == '' then
+    tenant = cjson.null
+  end
   local notice = cjson.encode({
-    id = id, reason = reason, error = err, died_at = now,
-    attempts = tonumber(redis.call('HGET', job, 'attempt')),
+    id = id, reason = reason, error = err, died_at = now, attempts = tonumber(f[1]),
+    tenant = tenant,
   })
   redis.call('XADD', B.outbox, 'MAXLEN', '~', OUTBOX_MAX_LEN, '*', 'notice', notice)
   redis.call('PUBLISH', channel, notice)
@@ -276,14 +287,14 @@ local function cancel_settle(B, job, events, idem, id, now, ttl_ms, maxlen)
 end
 
 --[[ Fair share. Every runnable job is in the queue's ready set (all runnable jobs, by rank: the
-counts and the oldest wait) and in its tenant's line (lines). A tenant with runnable jobs takes
-turns: it is in turns, scored by its pass (stride scheduling: each job it is served adds
-STRIDE / weight), or, while it holds as many leases as the per-tenant cap allows, in parked.
-The next job is the first in the line of the tenant with the lowest pass (ties by name). A
-tenant that runs out of runnable jobs keeps its pass in passes, and one that (re)joins starts
-at the pass last served (vtime) if that is later, so idling earns no credit and leaving does not
-forgive a debt (once no tenant waits at all, every tenant starts even again). running counts
-each tenant's leases. ]]
+counts), in the waits (by when it became runnable: the oldest wait) and in its tenant's line
+(lines). A tenant with runnable jobs takes turns: it is in turns, scored by its pass (stride
+scheduling: each job it is served adds STRIDE / weight), or, while it holds as many leases as
+the per-tenant cap allows, in parked. The next job is the first in the line of the tenant with
+the lowest pass (ties by name). A tenant that runs out of runnable jobs keeps its pass in
+passes, and one that (re)joins starts at the pass last served (vtime) if that is later, so
+idling earns no credit and leaving does not forgive a debt (once no tenant waits at all, every
+tenant starts even again). running counts each tenant's leases. ]]
 
 local STRIDE = 1000000
 
@@ -320,22 +331,24 @@ local function take_turn(B, tenant)
   end
 end
 
--- Makes a job runnable: into the ready set and its tenant's line (a tenant with no other
--- runnable job joins the turns).
-local function make_ready(B, ready, id, rank, tenant)
+-- Makes a job runnable: into the ready set, the waits (since: when it became runnable, ms) and
+-- its tenant's line (a tenant with no other runnable job joins the turns).
+local function make_ready(B, ready, id, rank, tenant, since)
   redis.call('ZADD', ready, rank, id)
+  redis.call('ZADD', B.waits, since, id)
   redis.call('ZADD', B.lines, 0, line_entry(tenant, rank, id))
   take_turn(B, tenant)
 end
 
 --[[ Intake. An enqueue writes the job's whole record (its rank included) and appends one
 entry to the intake: of the keys shared by the queue, that is all it touches. admit moves the
-entries, oldest first, into the ready set, their tenants' lines (each tenant takes turns) and
-the job index (waiting), one command per key, at most ADMIT_MAX per call so that no call holds
-the server long. pick.lua admits before it serves, and claims nothing while more than one
-call's worth waits (its worker picks again at once); admit.lua admits for the readers of the
-ready set, the lines or the index; cancel.lua takes a job that is still in the intake out of
-it. An entry is "<created ms, 15 digits>\0" and then the job's line entry. ]]
+entries, oldest first, into the ready set, the waits (since their creation), their tenants'
+lines (each tenant takes turns) and the job index (waiting), one command per key, at most
+ADMIT_MAX per call so that no call holds the server long. pick.lua admits before it serves, and
+claims nothing while more than one call's worth waits (its worker picks again at once);
+admit.lua admits for the readers of the ready set, the lines or the index; cancel.lua takes a
+job that is still in the intake out of it. An entry is "<created ms, 15 digits>\0" and then the
+job's line entry. ]]
 
 local ADMIT_MAX = 1000
 
@@ -351,20 +364,23 @@ local function admit(B, ready, intake)
     return 0, 0
   end
   redis.call('LTRIM', intake, #entries, -1)
-  local scored, lines, index, tindex, tenants = {}, {}, {}, {}, {}
+  local scored, since, lines, index, tindex, tenants = {}, {}, {}, {}, {}, {}
   for i, entry in ipairs(entries) do
     local line = string.sub(entry, 17)
     local a = string.find(line, '\0', 1, true)
     local tenant, id = string.sub(line, 1, a - 1), line_id(line)
-    local listed = index_entry('waiting', string.sub(entry, 1, 15), id)
+    local created = string.sub(entry, 1, 15)
+    local listed = index_entry('waiting', created, id)
     local n = 2 * i
     scored[n - 1], scored[n] = string.sub(line, a + 1, a + 16), id
+    since[n - 1], since[n] = created, id
     lines[n - 1], lines[n] = 0, line
     index[n - 1], index[n] = 0, listed
     tindex[n - 1], tindex[n] = 0, tenant .. '\0' .. listed
     tenants[tenant] = true
   end
   redis.call('ZADD', ready, unpack(scored))
+  redis.call('ZADD', B.waits, unpack(since))
   redis.call('ZADD', B.lines, unpack(lines))
   redis.call('ZADD', B.index, unpack(index))
   redis.call('ZADD', B.tindex, unpack(tindex))
@@ -378,10 +394,11 @@ local function admit(B, ready, intake)
   return #entries, left
 end
 
--- Takes a runnable job out of the ready set and its line (a tenant left with none leaves the
--- turns, keeping its pass).
+-- Takes a runnable job out of the ready set, the waits and its line (a tenant left with none
+-- leaves the turns, keeping its pass).
 local function leave_ready(B, ready, id, rank, tenant)
   redis.call('ZREM', ready, id)
+  redis.call('ZREM', B.waits, id)
   if redis.call('ZREM', B.lines, line_entry(tenant, rank, id)) == 1
       and #line_head(B, tenant, 1) == 0 then
     local pass = redis.call('ZSCORE', B.turns, tenant) or redis.call('ZSCORE', B.parked, tenant)

@@ -7,7 +7,7 @@ When the job's stream holds output of an earlier attempt, that output is dropped
 Safe to run twice: a re-run with the same token answers with the job as activated.
 
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] lease set
-KEYS[4..15] the books (fair share, job index, holders, outbox: see _lib.lua)
+KEYS[4..16] the books (fair share, job index, holders, outbox, waits: see _lib.lua)
 ARGV[1] job id   ARGV[2] lease token   ARGV[3] lease length (ms)   ARGV[4] stream max length
 Returns {0, HGETALL of the record} when held, {3} when the claim is gone (cancelled or
 reclaimed) or expired (its worker was too slow, or vanished: reclaim.lua takes it back).

@@ -7,7 +7,7 @@ through the cancels channel). Safe to run twice. Runs when memory is full.
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] ready set   KEYS[4] scheduled set
 KEYS[5] lease set    KEYS[6] rank hash    KEYS[7] idempotency key (placeholder if none)
 KEYS[8] intake list
-KEYS[9..20] the books (fair share, job index, holders, outbox: see _lib.lua)
+KEYS[9..21] the books (fair share, job index, holders, outbox, waits: see _lib.lua)
 ARGV[1] job id   ARGV[2] result ttl (ms)   ARGV[3] stream max length   ARGV[4] cancels channel
 ARGV[5] the job's idempotency key as read by the caller
 Returns {1, status} when the job will not produce a result, {0, status} when it did or cannot

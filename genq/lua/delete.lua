@@ -6,7 +6,7 @@ it first. Safe to run twice. Runs when memory is full (it only frees memory).
 
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] dead set
 KEYS[4] idempotency key (placeholder if none)
-KEYS[5..16] the books (fair share, job index, holders, outbox: see _lib.lua)
+KEYS[5..17] the books (fair share, job index, holders, outbox, waits: see _lib.lua)
 ARGV[1] job id   ARGV[2] the job's idempotency key as read by the caller
 Returns {1} deleted, {0} no such job, {2} the job has not finished, {6} when the record changed
 under the caller (read it again).

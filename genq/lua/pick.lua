@@ -10,11 +10,12 @@ with no attempt spent.
 Jobs are served by fair share (see _lib.lua): each claim goes to the tenant whose turn it is,
 which gives the first job of its line (priority, then FIFO) and moves back by STRIDE / its
 weight; a tenant holding as many leases as the cap is parked until one of its leases ends.
-A promoted job's record keeps saying `scheduled` until it is activated (Job reads it as waiting).
+A promoted job's record keeps saying `scheduled` until it is activated (Job reads it as waiting);
+it waits since it was due (its score in the scheduled set), which the waits keep.
 
 KEYS[1] ready set   KEYS[2] scheduled set   KEYS[3] lease set   KEYS[4] rank hash
 KEYS[5] cooldown key   KEYS[6] dead set   KEYS[7] intake list
-KEYS[8..19] the books (fair share, job index, holders, outbox: see _lib.lua)
+KEYS[8..20] the books (fair share, job index, holders, outbox, waits: see _lib.lua)
 ARGV[1] how many jobs to claim   ARGV[2] claim length (ms)   ARGV[3] dead-letter retention (ms,
 0: forever)   ARGV[4] leases per tenant (0: no cap)
 ARGV[5] tenant weights, JSON {tenant: weight} (default 1)
@@ -57,14 +58,15 @@ end
 
 local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, 20)
 
-local due = redis.call('ZRANGEBYSCORE', scheduled, '-inf', now, 'LIMIT', 0, 500)
-for _, id in ipairs(due) do
+local due = redis.call('ZRANGEBYSCORE', scheduled, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 500)
+for i = 1, #due, 2 do
+  local id = due[i]
   local entry = redis.call('HGET', rank_hash, id)
   redis.call('ZREM', scheduled, id)
   redis.call('HDEL', rank_hash, id)
   if entry then
     local rank, tenant = parse_scheduled(entry)
-    make_ready(B, ready, id, rank, tenant)
+    make_ready(B, ready, id, rank, tenant, due[i + 1])
   end
 end
 
@@ -72,7 +74,7 @@ end
 if redis.call('EXISTS', B.turns) == 0 and redis.call('EXISTS', B.parked) == 0 then
   local orphans = redis.call('ZRANGE', ready, 0, 499, 'WITHSCORES')
   for i = 1, #orphans, 2 do
-    make_ready(B, ready, orphans[i], orphans[i + 1], '')
+    make_ready(B, ready, orphans[i], orphans[i + 1], '', now)
   end
 end
 
@@ -209,6 +211,7 @@ write_turns()
 if #claimed > 0 then
   redis.call('ZREM', B.lines, unpack(entries))
   redis.call('ZREM', ready, unpack(claimed))
+  redis.call('ZREM', B.waits, unpack(claimed))
   redis.call('ZADD', leases, unpack(scored))
   for tenant, count in pairs(taken) do
     if count > 0 then
@@ -222,8 +225,9 @@ if #claimed > 0 then
 end
 if served then
   if redis.call('EXISTS', B.turns) == 0 and redis.call('EXISTS', B.parked) == 0 then
-    -- Nobody waits: every tenant starts even, and no key is left behind.
-    redis.call('DEL', B.passes, B.vtime)
+    -- Nobody waits: every tenant starts even, and no key is left behind (the waits too,
+    -- with any entry a script of an older genq left there when it took a job out of line).
+    redis.call('DEL', B.passes, B.vtime, B.waits)
   else
     redis.call('SET', B.vtime, served)
   end

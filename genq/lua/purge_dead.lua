@@ -3,7 +3,7 @@
 Purge dead: deletes a dead-lettered job for good: its dead entry, record and stream.
 
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] dead set
-KEYS[4..15] the books (fair share, job index, holders, outbox: see _lib.lua)
+KEYS[4..16] the books (fair share, job index, holders, outbox, waits: see _lib.lua)
 ARGV[1] job id
 Returns 1 when purged, 0 when the job was not dead-lettered.
 Events: none (the stream is deleted).

@@ -5,11 +5,12 @@ set with no attempt spent. A running job whose worker went silent loses its hold
 is cleared, fencing the zombie; the attempt enters the record's history as lease_expired)
 and goes back to the ready set, or is dead-lettered
 (`lease_expired`) when out of attempts, or settles cancelled if a cancel was requested.
+A job back in line waits from now (the waits: see _lib.lua).
 Safe to run twice: a lease that is no longer expired is left alone.
 
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] lease set   KEYS[4] ready set
 KEYS[5] dead set     KEYS[6] idempotency key (placeholder if none)   KEYS[7] doorbell list
-KEYS[8..19] the books (fair share, job index, holders, outbox: see _lib.lua)
+KEYS[8..20] the books (fair share, job index, holders, outbox, waits: see _lib.lua)
 ARGV[1] job id   ARGV[2] result ttl (ms)   ARGV[3] dead ttl (ms)   ARGV[4] stream max length
 ARGV[5] the job's idempotency key as read by the caller   ARGV[6] dead-letters channel
 Returns {1, status} when reclaimed, {0} when there was nothing to do, {6} when the record
@@ -58,6 +59,6 @@ elseif status ~= 'waiting' and status ~= 'scheduled' then
 end
 reindex(B, job, 'waiting')
 redis.call('HSET', job, 'status', 'waiting', 'updated_at', now)
-make_ready(B, ready, id, state[6], state[7] or '')
+make_ready(B, ready, id, state[6], state[7] or '', now)
 ring_doorbell(signal)
 return {1, 'waiting'}

@@ -3,11 +3,11 @@
 Retry: puts a finished job back in line with a fresh attempt count: a dead-lettered (failed)
 one, or, when allowed, a cancelled one. The old output is dropped and `restarted` is written, so
 a watcher neither stops on the stale terminal event nor keeps the old text. The job's id stays;
-its idempotency key is bound again unless another job took it meanwhile.
+its idempotency key is bound again unless another job took it meanwhile. It waits from now.
 
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] dead set   KEYS[4] ready set
 KEYS[5] idempotency key (placeholder if none)   KEYS[6] doorbell list
-KEYS[7..18] the books (fair share, job index, holders, outbox: see _lib.lua)
+KEYS[7..19] the books (fair share, job index, holders, outbox, waits: see _lib.lua)
 ARGV[1] job id   ARGV[2] stream max length   ARGV[3] the job's idempotency key as read by the caller
 ARGV[4] '1' to retry a cancelled job too ('0': dead letters only)
 Returns {1} when requeued, {0} when the job is not one that may be retried, {6} when the record
@@ -35,7 +35,7 @@ redis.call('HSET', job, 'status', 'waiting', 'attempt', 0, 'token', '', 'dead_re
   'finished_at', '', 'cancel_requested', 0, 'progress', '', 'out', 0, 'eseq', 0,
   'updated_at', now)
 restart_stream(events, ARGV[2])
-make_ready(B, ready, id, state[3], state[4] or '')
+make_ready(B, ready, id, state[3], state[4] or '', now)
 ring_doorbell(signal)
 if ARGV[3] ~= '' then
   redis.call('SET', idem, id, 'NX')

@@ -6,17 +6,18 @@ that replaced it (or will). A requested cancel
 wins over every outcome: the job settles cancelled and is not retried.
 
 Outcomes: complete (result) | retry (error, delay) | fail (error, reason) | cancel |
-release (hand the job back untouched by shutdown: ready again, attempt not counted). Every
-outcome but release adds the attempt to the record's history (a release too, when it reports
-usage). The attempt's metered usage (ActiveJob.meter), if any, is added to the record and to the
-queue's usage counters here, so a re-run or a lost reply never counts it twice.
+release (hand the job back untouched by shutdown: ready again, waiting from now, attempt not
+counted). Every outcome but release adds the attempt to the record's history (a release too,
+when it reports usage). The attempt's metered usage (ActiveJob.meter), if any, is added to the
+record and to the queue's usage counters here, so a re-run or a lost reply never counts it
+twice.
 A retry past the last attempt dead-letters. Safe to run twice: a re-run by the same token after
 the job left `active` answers with the status it settled to. Runs when memory is full.
 
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] lease set   KEYS[4] scheduled set
 KEYS[5] ready set    KEYS[6] dead set     KEYS[7] rank hash   KEYS[8] idempotency key
 KEYS[9] doorbell list     KEYS[10] the day's usage counters   KEYS[11] all-time usage counters
-KEYS[12..23] the books (fair share, job index, holders, outbox: see _lib.lua)
+KEYS[12..24] the books (fair share, job index, holders, outbox, waits: see _lib.lua)
 ARGV[1] job id   ARGV[2] lease token   ARGV[3] outcome   ARGV[4] result (encoded) or error text
 ARGV[5] retry delay (ms)   ARGV[6] dead reason (error | terminal)   ARGV[7] result ttl (ms)
 ARGV[8] dead ttl (ms)   ARGV[9] stream max length   ARGV[10] dead-letters channel
@@ -90,7 +91,7 @@ if outcome == 'release' then
   redis.call('HINCRBY', job, 'attempt', -1)
   reindex(B, job, 'waiting')
   redis.call('HSET', job, 'status', 'waiting', 'updated_at', now)
-  make_ready(B, ready, id, state[6], tenant or '')
+  make_ready(B, ready, id, state[6], tenant or '', now)
   ring_doorbell(signal)
   return {0, 'waiting'}
 end

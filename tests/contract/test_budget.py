@@ -174,3 +174,15 @@ def test_tenant_budgets_setting_reads_json_and_refuses_bad_values(
     monkeypatch.setenv("GENQ_TENANT_BUDGETS", '{"acme": {"weekly_usd": 1}}')
     with pytest.raises(ValueError, match="weekly_usd"):
         CommonSettings(_env_file=None)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("amount", ['"1"', "true", '"5.0"'])
+def test_tenant_budgets_setting_takes_json_numbers_only(
+    monkeypatch: pytest.MonkeyPatch, amount: str
+) -> None:
+    monkeypatch.setenv("GENQ_TENANT_BUDGETS", f'{{"acme": {{"monthly_usd": {amount}}}}}')
+    with pytest.raises(ValueError, match="monthly_usd"):
+        CommonSettings(_env_file=None)  # type: ignore[call-arg]
+    monkeypatch.setenv("GENQ_TENANT_BUDGETS", '{"acme": {"monthly_usd": 5, "daily_usd": null}}')
+    settings = CommonSettings(_env_file=None)  # type: ignore[call-arg]
+    assert budget.configured_limits(settings, "acme") == Limits(None, 5_000_000_000)

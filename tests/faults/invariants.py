@@ -35,6 +35,9 @@
     with its record's creation time, tenant and rank, and in no set yet. The check then admits
     them (``Queue.admit``, as the next pick would), so the checks above see every waiting job
     where it will be served.
+12. **The waits name the ready set's jobs**: the waits (what the oldest wait is read from)
+    hold exactly the ready set's jobs, each since a time no later than now: a job that left
+    the line left no entry behind to age.
 """
 
 from __future__ import annotations
@@ -158,6 +161,7 @@ async def check_invariants(
     problems += await check_intake(queue)
     problems += await _check_sets(queue, audit)
     problems += await check_fair_share(queue)
+    problems += await check_waits(queue)
     problems += await check_index(queue)
     problems += await check_usage(queue)
     problems += await check_holds(queue)
@@ -385,6 +389,25 @@ async def check_fair_share(queue: Queue) -> list[str]:
     strays = [j for j, (t, _) in in_line.items() if _s(owners[j] or b"") != t]
     if strays:
         problems.append(f"jobs in another tenant's line: {strays}")
+    return problems
+
+
+async def check_waits(queue: Queue) -> list[str]:
+    """Invariant 12 (module docstring), over every job of the queue."""
+    k = queue.keys
+
+    def fill(pipe: Any) -> None:
+        pipe.zrange(k.ready, 0, -1)
+        pipe.zrange(k.waits, 0, -1, withscores=True)
+
+    (ready, waits), now = await queue.read_with_time(fill)
+    problems = []
+    in_line, waiting = {_s(j) for j in ready}, {_s(j): since for j, since in waits}
+    if waiting.keys() != in_line:
+        problems.append(f"the waits {sorted(waiting)} are not the ready set {sorted(in_line)}")
+    future = {j: since for j, since in waiting.items() if since > now * 1000 + 1}
+    if future:
+        problems.append(f"jobs waiting since a time still to come: {future}")
     return problems
 
 

@@ -5,9 +5,10 @@ the way the Worker drives it (``ScriptCalls``: pick, activate, emit, settle, rec
 the public API (enqueue, cancel, retry_dead, purge_dead). The model is a few dicts. After every
 step the invariants compare the two: each job's status, attempt and cancel flag; ``stats()``;
 which of intake / ready / scheduled / leases / dead holds each job (exactly the one its state
-names; a pick, or ``Queue.admit``, moves the intake's jobs to the ready set);
-idempotency keys; one terminal event per finished job. ``pick`` must also return the job the
-model expects: the job of the tenant whose turn it is (fair share: weighted stride scheduling,
+names; a pick, or ``Queue.admit``, moves the intake's jobs to the ready set), and the waits
+(the oldest wait's order) holding exactly the ready set's jobs; idempotency keys; one
+terminal event per finished job. ``pick`` must also return the job the model expects: the
+job of the tenant whose turn it is (fair share: weighted stride scheduling,
 a tenant at its concurrency cap parked until one of its leases ends), and within a tenant the
 highest priority first, FIFO within a priority, a retried job keeping its place. The model keeps
 its own copy of the fair-share books (turns, parked, passes, virtual time) and compares them.
@@ -470,6 +471,7 @@ class QueueMachine(RuleBasedStateMachine):
             for name in ("ready", "scheduled", "leases", "dead"):
                 pipe.zrange(getattr(k, name), 0, -1)
             pipe.lrange(k.intake, 0, -1)
+            pipe.zrange(k.waits, 0, -1)
             for key in KEYS:
                 pipe.get(k.idempotency(key))
             for job_id in ids:
@@ -483,8 +485,10 @@ class QueueMachine(RuleBasedStateMachine):
         intake = [entry.decode().rsplit("\0", 1)[1] for entry in replies[4]]
         assert intake == self.intake, (intake, self.intake)
         sets["intake"] = set(intake)
-        bound = {key: v.decode() for key, v in zip(KEYS, replies[5:8], strict=True) if v}
-        streams = dict(zip(ids, replies[8:], strict=True))
+        waits = {m.decode() for m in replies[5]}
+        assert waits == sets["ready"], (waits, sets["ready"])
+        bound = {key: v.decode() for key, v in zip(KEYS, replies[6:9], strict=True) if v}
+        streams = dict(zip(ids, replies[9:], strict=True))
         for job in self.jobs.values():
             record = await q.get(job.id)
             assert record is not None, f"{job.id} vanished"

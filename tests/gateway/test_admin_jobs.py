@@ -368,8 +368,9 @@ async def test_admin_jobs_enqueue_for_a_tenant(
     job = created.json()
     assert set(job) == {
         "id", "status", "deduplicated", "events_url", "result_url", "watch_token",
-        "watch_token_expires_at",
+        "watch_token_expires_at", "warnings",
     }  # fmt: skip
+    assert job["warnings"] == []  # a key acts as beta
     assert created.headers["Location"] == f"/v1/generations/{job['id']}"
     assert (await finished(beta, job["id"]))["text"] == "t0 t1 t2 "  # the tenant's own job
     assert (await alpha.get(f"/v1/generations/{job['id']}")).status_code == 404

@@ -14,10 +14,13 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
+from gateway.auth import KeyStore, new_api_key
 from gateway.schemas import GenerationRequest
 from gateway.settings import Settings
 from genq import ActiveJob, Queue, TerminalJobError
 from genq_contract import budget
+from genq_contract.api_keys import KeyGrant
+from genq_contract.keys import GatewayKeys
 from genq_contract.payload import GenerationPayload
 from genq_contract.settings import CommonSettings
 from genq_contract.spend import (
@@ -281,6 +284,63 @@ async def test_budget_routes_are_for_admins_and_each_tenant_reads_its_own(
     assert own["reserved_usd"] == pytest.approx(most_cost() / 1e9)
     assert own["spent_today_usd"] == 0
     assert (await beta.get("/v1/budget")).json()["source"] == "none"
+
+
+REFUSED_LIMITS = [
+    ({"daily_usd": "1"}, "daily_usd"),
+    ({"monthly_usd": "1e-3"}, "monthly_usd"),
+    ({"daily_usd": True}, "daily_usd"),
+    ({"daily_usd": 5, "monthly_usd": False}, "monthly_usd"),
+]
+
+
+async def test_budget_limits_take_json_numbers_only(admin: httpx.AsyncClient) -> None:
+    for body, field in REFUSED_LIMITS:
+        refused = await admin.put("/v1/budgets/alpha", json=body)
+        assert refused.status_code == 422, (body, refused.text)
+        assert [p["loc"] for p in refused.json()["detail"]] == [["body", field]], body
+    whole = await admin.put(
+        "/v1/budgets/alpha", content="null", headers={"Content-Type": "application/json"}
+    )
+    assert whole.status_code == 422  # null is for a limit (none of that kind), not the body
+    unchanged = (await admin.get("/v1/budgets/alpha")).json()
+    assert (unchanged["source"], unchanged["daily_usd"]) == ("settings", DAILY_NANOS / 1e9)
+    taken = await admin.put("/v1/budgets/alpha", json={"daily_usd": 2, "monthly_usd": None})
+    assert taken.status_code == 200, taken.text
+    assert (taken.json()["daily_usd"], taken.json()["monthly_usd"]) == (2.0, None)
+
+
+# -- warnings for a tenant no API key acts as ------------------------------------------------
+
+
+async def test_budget_set_warns_when_no_api_key_acts_as_the_tenant(
+    admin: httpx.AsyncClient, redis: aioredis.Redis, prefix: str
+) -> None:
+    typo = await admin.put("/v1/budgets/alhpa", json={"daily_usd": 1})
+    assert typo.status_code == 200, typo.text
+    [warning] = typo.json()["warnings"]
+    assert "no API key acts as tenant 'alhpa'" in warning
+    assert typo.json()["source"] == "admin"  # set all the same
+    known = await admin.put("/v1/budgets/alpha", json={"daily_usd": 1})  # GENQ_API_KEYS
+    assert known.json()["warnings"] == []
+    # A key of the key store (`genq keys`) counts as well.
+    store = KeyStore(redis, GatewayKeys(prefix).api_keys)
+    await store.add(new_api_key(), KeyGrant(tenant="alhpa"))
+    again = await admin.put("/v1/budgets/alhpa", json={"daily_usd": 1})
+    assert again.json()["warnings"] == []
+
+
+async def test_admin_enqueue_warns_when_no_api_key_acts_as_the_tenant(
+    admin: httpx.AsyncClient,
+) -> None:
+    body = {"model": "demo/fast", "prompt": PROMPT}
+    typo = await admin.post("/v1/queues/demo/jobs", json={**body, "tenant": "btea"})
+    assert typo.status_code == 202, typo.text
+    [warning] = typo.json()["warnings"]
+    assert "no API key acts as tenant 'btea'" in warning
+    known = await admin.post("/v1/queues/demo/jobs", json={**body, "tenant": "beta"})
+    assert known.status_code == 202
+    assert known.json()["warnings"] == []
 
 
 # -- the whole path: a real worker process ---------------------------------------------------

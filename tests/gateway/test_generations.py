@@ -83,6 +83,35 @@ async def test_generation_run_at_schedules_at_an_absolute_instant(
         assert 25 < record["retry_in"] <= 30
 
 
+async def test_generation_days_ahead_is_scheduled_up_to_30_days(
+    alpha: httpx.AsyncClient,
+) -> None:
+    day = 86_400
+    in_two_days = time.time() + 2 * day
+    for ahead in ({"delay_ms": 2 * day * 1000}, {"run_at": in_two_days}):
+        response = await alpha.post(
+            "/v1/generations", json={"model": "demo/fast", "prompt": "x", **ahead}
+        )
+        assert response.status_code == 202, (ahead, response.text)
+        created = response.json()
+        assert created["status"] == "scheduled"
+        record = (await alpha.get(f"/v1/generations/{created['id']}")).json()
+        assert record["status"] == "scheduled"
+        assert abs(record["run_at"] - in_two_days) < 60
+        assert 2 * day - 60 < record["retry_in"] <= 2 * day
+
+    too_far = time.time() + 30 * day + 60
+    for ahead, field in (
+        ({"delay_ms": 30 * day * 1000 + 1}, "delay_ms"),
+        ({"run_at": too_far}, "run_at"),
+    ):
+        response = await alpha.post(
+            "/v1/generations", json={"model": "demo/fast", "prompt": "x", **ahead}
+        )
+        assert response.status_code == 422, (ahead, response.text)
+        assert response.json()["detail"].startswith(f"{field} must be at most"), response.text
+
+
 async def test_generation_run_at_in_the_past_starts_now(
     alpha: httpx.AsyncClient, script: Script
 ) -> None:
@@ -225,7 +254,7 @@ async def test_generation_bad_input_is_a_clear_4xx(alpha: httpx.AsyncClient) -> 
         ),
         ({"model": "demo/fast", "prompt": "x", "priority": 10}, 422, "less than or equal"),
         ({"model": "demo/fast", "prompt": "x", "priority": -1}, 422, "greater than"),
-        ({"model": "demo/fast", "prompt": "x", "delay_ms": 86_400_001}, 422, "delay_ms"),
+        ({"model": "demo/fast", "prompt": "x", "delay_ms": 2_592_000_001}, 422, "delay_ms"),
         ({"model": "demo/fast", "prompt": "x", "max_attempts": 11}, 422, "at most 10"),
         ({"model": "demo/fast", "prompt": "x", "run_at": 1, "delay_ms": 0}, 422, "not both"),
         ({"model": "demo/fast", "prompt": "x", "run_at": "2030-01-01T09:00:00"}, 422, "offset"),

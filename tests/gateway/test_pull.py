@@ -125,7 +125,7 @@ async def test_pull_stale_receipt_is_409_and_changes_nothing(alpha, worker, redi
         for action, body in (
             ("events", {"events": [{"type": "chunk", "data": "x"}]}),
             ("extend", {"visibility": 10}),
-            ("ack", {"result": "x"}),
+            ("ack", {"result": {"text": "x"}}),
             ("nack", {"error": "boom", "terminal": True}),
         ):
             reply = await post(worker, job, action, receipt=receipt, **body)
@@ -141,8 +141,8 @@ async def test_pull_stale_receipt_is_409_and_changes_nothing(alpha, worker, redi
         f"/v1/queues/demo/jobs/{second['id']}/ack", json={"receipt": job["receipt"]}
     )
     assert reply.status_code == 409 and second["id"] == other["id"]
-    assert (await post(worker, job, "ack", result="ok")).json() == {"status": "completed"}
-    assert (await post(worker, job, "ack", result="ok")).json() == {"status": "completed"}
+    assert (await post(worker, job, "ack", result={"text": "ok"})).json() == {"status": "completed"}
+    assert (await post(worker, job, "ack", result={"text": "ok"})).json() == {"status": "completed"}
 
 
 async def test_pull_unknown_queue_or_job_is_404(worker, admin):
@@ -161,7 +161,7 @@ async def test_pull_expired_visibility_redelivers_with_restarted(alpha, worker):
     assert late.status_code == 409
     (second,) = await pull(worker, visibility=30)
     assert (second["id"], second["attempt"]) == (created["id"], 2)
-    assert (await post(worker, first, "ack", result="zombie")).status_code == 409
+    assert (await post(worker, first, "ack", result={"text": "zombie"})).status_code == 409
     await post(worker, second, "events", events=[{"type": "chunk", "data": "kept"}])
     assert (await post(worker, second, "ack", result={"text": "kept"})).status_code == 200
     stream = await read_stream(alpha, created["id"])
@@ -191,7 +191,7 @@ async def test_pull_cancel_is_reported_to_the_puller(alpha, worker):
     assert (await alpha.post(f"/v1/generations/{created['id']}/cancel")).status_code in (200, 202)
     reply = await post(worker, job, "events", events=[{"type": "chunk", "data": "x"}])
     assert reply.json() == {"cancel_requested": True}
-    assert (await post(worker, job, "ack", result="x")).json() == {"status": "cancelled"}
+    assert (await post(worker, job, "ack", result={"text": "x"})).json() == {"status": "cancelled"}
 
 
 async def test_pull_long_poll_wakes_on_enqueue(live, alpha, worker, redis):
@@ -296,13 +296,13 @@ async def test_pull_receipts_stop_at_once_when_revoked(live, alpha, worker, redi
     by_id = {job["id"]: job for job in jobs}
     access = Access(redis, prefix)
     await access.disable_tenant("gpu")
-    reply = await post(worker, by_id[first["id"]], "ack", result="x")
+    reply = await post(worker, by_id[first["id"]], "ack", result={"text": "x"})
     assert reply.status_code == 403 and "disabled" in reply.json()["detail"]
     await access.enable_tenant("gpu")
     await access.revoke_key_ids([key_id_of(hash_key(KEY_WORKER))])
     # Even sent with an admin key: the key that pulled is revoked.
     async with client_for(live, KEY_ADMIN) as admin:
-        reply = await post(admin, by_id[second["id"]], "ack", result="x")
+        reply = await post(admin, by_id[second["id"]], "ack", result={"text": "x"})
     assert reply.status_code == 403 and "revoked" in reply.json()["detail"]
     queue = queue_for(redis, prefix)
     assert (await queue.get(second["id"])).status is JobStatus.ACTIVE

@@ -22,7 +22,14 @@ async def test_result_waits_for_the_text(alpha: httpx.AsyncClient, script: Scrip
     assert response.status_code == 200
     body = response.json()
     assert (body["status"], body["text"]) == ("completed", "t0 t1 t2 ")
-    assert body["usage"] == {"completion_tokens": 3}
+    assert body["usage"] == {
+        "prompt_tokens": 0,
+        "completion_tokens": 3,
+        "cached_tokens": 0,
+        "total_tokens": 3,
+        "cost_usd": 0.0,
+        "estimated": False,
+    }  # the result's usage, in the one shape every reader shows
 
 
 async def test_result_of_a_finished_job_answers_at_once(

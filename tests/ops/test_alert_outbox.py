@@ -116,7 +116,9 @@ async def test_alert_outbox_dead_letters_from_before_any_worker_are_delivered_on
     assert alert["event"] == "job.dead_letter" and alert["reason"] == "terminal"
     assert set(alert) == {
         "event", "queue", "queue_prefix", "id", "reason", "error", "died_at", "attempts",
+        "tenant",
     }  # fmt: skip
+    assert alert["tenant"] is None  # enqueued for no tenant
 
     # the delivery log: one entry per POST; no (webhook, job) delivered twice
     log = await recent_attempts(redis, GatewayKeys(prefix).alert_log, 100)

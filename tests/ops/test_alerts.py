@@ -12,6 +12,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from genq import ActiveJob, Queue, TerminalJobError
+from genq._reserve import activate, pick
 from workers.alerts import DeadLetterAlerts
 from workers.outbox import Source
 from workers.run import build_alerts
@@ -76,6 +77,38 @@ async def test_alerts_a_dead_job_is_posted_once_signed(redis: aioredis.Redis, pr
     assert body["reason"] and body["died_at"] > 0
     delivered = await first.queue.stats()
     assert (delivered.waiting, delivered.dead) == (0, 0)
+
+
+async def test_alerts_a_dead_letter_names_its_tenant_in_the_outbox_channel_and_webhook(
+    redis: aioredis.Redis, prefix: str
+) -> None:
+    source = Queue(redis, prefix=f"{prefix}:demo", max_attempts=1, lease=0.5)
+    channel = redis.pubsub()
+    await channel.subscribe(source.keys.dead_letters)
+    with Hooks() as hook:
+        async with source.worker(explode):
+            tenant = await source.enqueue({"n": 1}, tenant="acme")
+            default = await source.enqueue({"n": 2})  # the default tenant: no name
+            await until(lambda: dead_count(source, 2))
+        # A worker lost mid-job: reclaim.lua dead-letters it, with its tenant too.
+        lost = await source.enqueue({"n": 3}, tenant="acme")
+        claimed, _, _ = await pick(source, 1, "")
+        assert claimed == [lost.id]
+        await activate(source, claimed, 0.05)
+        async with source.worker(explode):
+            await until(lambda: dead_count(source, 3))
+        published = [json.loads((await next_message(channel))["data"]) for _ in range(3)]
+        await channel.aclose()
+        alerts = alerts_for(redis, prefix, hook.url("/hook"))
+        async with running(alerts):
+            await until(lambda: len(hook.posts) == 3)
+    expected = {tenant.id: "acme", default.id: None, lost.id: "acme"}
+    outbox = await redis.xrange(source.keys.outbox)
+    noticed = [json.loads(fields[b"notice"]) for _, fields in outbox]
+    for notices in (noticed, published, [post.alert for post in hook.posts]):
+        assert {n["id"]: n["tenant"] for n in notices} == expected
+    reasons = {n["id"]: n["reason"] for n in noticed}
+    assert reasons[lost.id] == "lease_expired"
 
 
 async def test_alerts_a_failing_webhook_is_retried_then_dead_without_a_new_alert(

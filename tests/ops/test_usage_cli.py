@@ -138,6 +138,13 @@ async def test_cli_budgets_set_list_and_clear(live: LiveGateway) -> None:
         ("set_budget", "pilot"),
     ]
 
+    # A tenant no API key acts as (a typo?): set all the same, with a warning on stderr.
+    assert "warning" not in done.err
+    typo = await genq("budgets", "set", "alhpa", "--daily-usd", "1", env=admin)
+    assert typo.code == 0, typo.err
+    assert typo.out.strip() == "alhpa: daily $1.000000, monthly none (set by admin)"
+    assert "warning: no API key acts as tenant 'alhpa'" in typo.err
+
     nothing = await genq("budgets", "set", "alpha", env=admin)
     assert nothing.code == 4 and "--daily-usd" in nothing.err
     tenant = await genq("budgets", "list", env=cli_env(live.url, KEY_ALPHA))

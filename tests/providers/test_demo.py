@@ -135,3 +135,19 @@ async def test_demo_fault_params_stream_plain_text_when_faults_are_off() -> None
     params = {"demo_fault": "429", "demo_retry_after": 99999999, "demo_tokens": 6}
     text = await run("demo/instant", "[demo:429:99999999]", params)
     assert text.startswith("Echo: [demo:429:99999999]")
+
+
+async def test_demo_stops_at_max_tokens_unless_an_overrun_fault_is_on() -> None:
+    bounded = {"max_tokens": 4, "demo_tokens": 30, "demo_delay_ms": 0}
+    deltas = [d async for d in stream_chat("demo/instant", user("hi"), bounded)]
+    assert "".join(d.text for d in deltas) == "Echo: hi This answer"
+    assert deltas[-1].finish_reason == "length"
+    overrun = {**bounded, "demo_fault": "overrun"}
+    assert (await run("demo/instant", "hi", overrun)) == "Echo: hi This answer"  # faults off
+    ignored = DemoScript.from_request("demo/x", user("hi"), {**overrun, **FAULTS})
+    assert (len(ignored.tokens), ignored.finish_reason) == (30, "stop")
+    marker = DemoScript.from_request("demo/x", user("hi [demo:overrun]"), {**bounded, **FAULTS})
+    assert len(marker.tokens) == 30
+    assert DemoScript.from_request("demo/x", user("hi"), {"demo_tokens": 30}).finish_reason == (
+        "stop"
+    )

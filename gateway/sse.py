@@ -1,0 +1,186 @@
+"""Every streaming response of the gateway, and the rule they all keep.
+
+A stream holds one of its tenant's stream slots (``tenant_max_streams`` per gateway process,
+429 with ``Retry-After`` beyond: :class:`gateway.slots.TenantSlots`) from before its route
+does anything that costs (enqueueing a generation above all) until it ends, however it ends;
+a client that leaves a write untaken for ``sse_send_timeout`` is dropped; and the stream ends
+after ``sse_max_duration``, between two events (its content follows the shared tail
+``until`` :attr:`StreamSlot.until`). A route streams only through :func:`stream_slot`::
+
+    with stream_slot(gateway, tenant) as slot:  # 429 here: nothing done yet
+        owned = await accept(...)  # raising gives the slot back
+        return slot.respond(content(owned, until=slot.until))
+
+so that a refused stream has enqueued, reserved and charged nothing. The native events route
+and the OpenAI routes go through it; so must any new streaming route (the AI SDK's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
+
+from sse_starlette import EventSourceResponse
+from sse_starlette.sse import SendTimeoutError
+from starlette.types import Message, Receive, Scope, Send
+
+from ._per_loop import PerLoop
+from ._quiet import QuietGate
+from .deps import Gateway
+from .middleware import SERVER_SEND
+
+log = logging.getLogger("gateway.events")
+
+HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+
+
+class StreamSlot:
+    """A tenant's stream slot, taken: what the stream it becomes may take (its end, ``until``)."""
+
+    def __init__(self, gateway: Gateway, release: Callable[[], None]) -> None:
+        self.ending = Ending(release)
+        self.until = asyncio.get_running_loop().time() + gateway.settings.sse_max_duration
+        """The event loop's time at which the stream ends (``sse_max_duration`` from now)."""
+        self._send_timeout = gateway.settings.sse_send_timeout
+        self.responded = False
+
+    def respond(self, content: AsyncIterator[bytes]) -> SlotStream:
+        """The stream of ``content`` (SSE bytes), which takes the slot over: it frees it when
+        it ends. Keepalives are the content's own (the shared tail's heartbeat)."""
+        self.responded = True
+        return SlotStream(
+            content, self.ending, ping=0, send_timeout=self._send_timeout, headers=HEADERS
+        )
+
+
+@contextmanager
+def stream_slot(gateway: Gateway, tenant: str) -> Iterator[StreamSlot]:
+    """Takes one of ``tenant``'s stream slots, or raises :class:`gateway.errors.RateLimited`
+    (429); the slot is given back when the block raises or ends without
+    :meth:`StreamSlot.respond`."""
+    slot = StreamSlot(gateway, gateway.streams.take(tenant))
+    try:
+        yield slot
+    except BaseException:
+        slot.ending.release()
+        raise
+    if not slot.responded:
+        slot.ending.release()
+
+
+class Ending:
+    """How a stream that delivered its terminal event ends: its tenant's slot is free at once,
+    the rest (the end of the response, sse-starlette's teardown) waits for a quiet moment of
+    the event loop (:class:`~gateway._quiet.QuietGate`), so that the teardown of thousands of
+    streams ending together does not hold back other viewers' events."""
+
+    __slots__ = ("release", "turn")
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self.release = release
+        """Frees the tenant's stream slot (idempotent)."""
+        self.turn: asyncio.Future[None] | None = None
+        """Set once the terminal event is on its way: done when the stream may end."""
+
+    def begin(self) -> None:
+        self.turn = QuietGate.of_this_loop().wait()
+
+
+class SlotStream(EventSourceResponse):
+    """An event stream holding one of its tenant's stream slots until it ends, however it
+    ends; a slow reader's send timeout ends it quietly rather than with a traceback.
+
+    The send timeout is kept by one watchdog per event loop (:class:`SendWatch`) instead of
+    sse-starlette's cancel scope around every write, which cost more than the write itself
+    (an anyio scope and a timer per viewer and event). A client that hangs up after the
+    terminal event does not hurry the stream's end (see :class:`Ending`)."""
+
+    def __init__(self, content: AsyncIterator[bytes], ending: Ending, **kw: object):
+        super().__init__(content, **kw)  # type: ignore[arg-type]
+        self._ending = ending
+        self._release = ending.release
+        self.sending_since = 0.0
+        """``time.monotonic()`` when the write in progress started; 0 between writes."""
+        self._sender: asyncio.Task[object] | None = None
+        self._stalled = False
+        self._server_send: Send | None = None
+        """Where body messages go: the server's own ``send`` (see ``GatewayApp``)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        watch = SendWatch.of_this_loop() if self.send_timeout else None
+        if watch is not None:
+            watch.add(self)
+        ending = self._ending
+        self._server_send = scope.get(SERVER_SEND)
+
+        async def receive_until_ended() -> Message:
+            message = await receive()
+            if message["type"] == "http.disconnect" and ending.turn is not None:
+                await asyncio.shield(ending.turn)  # then the stream ends by itself anyway
+            return message
+
+        try:
+            await super().__call__(scope, receive_until_ended, send)
+        except SendTimeoutError:
+            log.info("closed an event stream: its client took no data for %ss", self.send_timeout)
+        finally:
+            if watch is not None:
+                watch.discard(self)
+            self._release()
+
+    async def _send_with_timeout(self, send: Send, message: Message) -> None:
+        if self._sender is None:
+            self._sender = asyncio.current_task()
+        self.sending_since = time.monotonic()
+        if message["type"] == "http.response.body" and self._server_send is not None:
+            send = self._server_send  # past the chain: its wrappers only look at the start
+        try:
+            await send(message)
+        except asyncio.CancelledError:
+            if not self._stalled:
+                raise
+            if self._sender is not None:
+                self._sender.uncancel()
+            raise SendTimeoutError() from None
+        finally:
+            self.sending_since = 0.0
+
+    def stall(self) -> None:
+        """Ends the write in progress with :class:`SendTimeoutError` (its client took none)."""
+        if self._sender is not None and not self._stalled:
+            self._stalled = True
+            self._sender.cancel()
+
+
+class SendWatch(PerLoop):
+    """Every open stream of one event loop, checked a few times per send timeout: a write
+    that has waited longer than its stream's ``send_timeout`` is ended (at most a quarter of
+    the timeout late)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        self.streams: set[SlotStream] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    def add(self, stream: SlotStream) -> None:
+        self.streams.add(stream)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._watch(), name="sse send watch")
+
+    def discard(self, stream: SlotStream) -> None:
+        self.streams.discard(stream)
+        if not self.streams and self._task is not None:
+            self._task.cancel()  # no task left sleeping when the server stops
+            self._task = None
+
+    async def _watch(self) -> None:
+        while self.streams:
+            await asyncio.sleep(min(s.send_timeout or 0.0 for s in self.streams) / 4)
+            now = time.monotonic()
+            for stream in list(self.streams):
+                since, limit = stream.sending_since, stream.send_timeout
+                if since and limit and now - since >= limit:
+                    stream.stall()
