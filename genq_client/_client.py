@@ -28,9 +28,8 @@ from functools import partial
 from typing import Any
 
 import httpx
-from anyio.from_thread import start_blocking_portal
 
-from ._common import APIError, Created, created_from, generate_body, raise_for
+from ._common import APIError, Created, OnPortal, created_from, generate_body, raise_for
 from ._operations import AsyncOperations, BlockingOperations
 
 TERMINAL_TYPES = frozenset({"completed", "failed", "cancelled"})
@@ -319,9 +318,8 @@ def _gather(gathered: list[str], event: Event) -> list[str]:
     return gathered
 
 
-class Client(BlockingOperations):
-    """The blocking twin of :class:`AsyncClient`: the same client, run on an event loop in a
-    background thread (anyio's blocking portal), so both behave exactly alike."""
+class Client(OnPortal, BlockingOperations):
+    """The blocking twin of :class:`AsyncClient` (see :class:`OnPortal`)."""
 
     _async: AsyncClient
 
@@ -334,23 +332,15 @@ class Client(BlockingOperations):
         max_reconnects: int = 20,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._portal_cm = start_blocking_portal()
-        self._portal = self._portal_cm.__enter__()
-        self._async = AsyncClient(
-            base_url, api_key, timeout=timeout, max_reconnects=max_reconnects, transport=transport
+        self._open(
+            lambda: AsyncClient(
+                base_url,
+                api_key,
+                timeout=timeout,
+                max_reconnects=max_reconnects,
+                transport=transport,
+            )
         )
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        try:
-            self._portal.call(self._async.aclose)
-        finally:
-            self._portal_cm.__exit__(None, None, None)
 
     def generate(self, model: str, prompt: str | None = None, **options: Any) -> Created:
         """See :meth:`AsyncClient.generate`."""

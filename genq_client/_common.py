@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, Self
 
 import httpx
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 
 class APIError(Exception):
@@ -57,3 +60,34 @@ def generate_body(model: str, prompt: str | None, messages: Any, **fields: Any) 
     if messages is not None:
         body["messages"] = messages
     return body
+
+
+class _Closable(Protocol):
+    async def aclose(self) -> None: ...
+
+
+class OnPortal:
+    """A blocking face over an async one (:class:`Client`, :class:`Puller`): every call runs
+    on an event loop in a background thread (anyio's blocking portal), so both faces behave
+    exactly alike."""
+
+    _portal: BlockingPortal
+    _portal_cm: AbstractContextManager[BlockingPortal]
+    _async: Any
+
+    def _open(self, make: Callable[[], _Closable]) -> None:
+        self._portal_cm = start_blocking_portal()
+        self._portal = self._portal_cm.__enter__()
+        self._async = make()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self._portal.call(self._async.aclose)
+        finally:
+            self._portal_cm.__exit__(None, None, None)

@@ -31,10 +31,9 @@ from urllib.parse import quote
 import anyio
 import anyio.to_thread
 import httpx
-from anyio.from_thread import start_blocking_portal
 
 from ._client import _backoff
-from ._common import raise_for
+from ._common import OnPortal, raise_for
 from ._pulled_job import PulledJob, result_of
 
 log = logging.getLogger("genq_client.puller")
@@ -371,11 +370,13 @@ async def _first_of(running: set[asyncio.Task[None]], stopping: asyncio.Event) -
         stop.cancel()
 
 
-class Puller:
+class Puller(OnPortal):
     """The blocking twin of :class:`AsyncPuller`: ``consume`` blocks, and runs each (blocking)
     handler in a thread of its own, up to ``concurrency`` at once; the HTTP side runs on an
     event loop in a background thread (anyio's blocking portal), exactly as the async one.
     ``stop()`` may be called from any thread (or a signal handler)."""
+
+    _async: AsyncPuller
 
     def __init__(
         self,
@@ -385,21 +386,7 @@ class Puller:
         timeout: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._portal_cm = start_blocking_portal()
-        self._portal = self._portal_cm.__enter__()
-        self._async = AsyncPuller(base_url, api_key, timeout=timeout, transport=transport)
-
-    def __enter__(self) -> Puller:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        try:
-            self._portal.call(self._async.aclose)
-        finally:
-            self._portal_cm.__exit__(None, None, None)
+        self._open(lambda: AsyncPuller(base_url, api_key, timeout=timeout, transport=transport))
 
     def stop(self) -> None:
         """See :meth:`AsyncPuller.stop`."""
