@@ -8,11 +8,14 @@ worker (in this process) makes every generation emit ``--rate`` chunks per secon
 
 - ``shared``: the gateway as shipped; per queue and process, one task blocks in one XREAD over
   every watched stream and fans entries out in memory; the route is sse-starlette's.
-- ``naive``: the gateway with its tail replaced by what ``Queue.watch`` does for each viewer:
-  a blocking XREAD per viewer, on a connection of its own.
+- ``naive``: the gateway with its tail replaced by a reader per viewer: a blocking XREAD per
+  viewer, on a connection of its own (a ``genq.Tail`` of its own).
 - ``raw``: the ceiling: the same uvicorn and shared tail, the events route answered by a
   hand-written ASGI loop (no FastAPI, middleware, sse-starlette or auth). ``shared / raw`` is
   what the framework costs, measured in the same run on the same (shared) machine.
+- ``unpatched`` (not in the default ``--readers``): ``shared`` with the gateway's sse-starlette
+  patch off (gateway/_sse_patches.py: sse-starlette's own send, as on an untested release);
+  ``unpatched / shared`` is what the patch buys.
 
 For each run it prints the event loop and HTTP parser each gateway process runs (uvicorn's
 ``auto``: uvloop and httptools when installed); the Redis connections the gateway held (in
@@ -69,8 +72,8 @@ import httpx
 import redis.asyncio as aioredis
 
 from gateway.auth import hash_key
-from gateway.tail import Entry
-from genq import ActiveJob, Keys, Queue
+from gateway.frames import frame
+from genq import ActiveJob, Queue, StreamEntry, Tail, reader_links
 from genq_cli.embedded_redis import EmbeddedRedis, free_port
 
 API_KEY = "bench-fanout-key"
@@ -93,16 +96,14 @@ TARGET_P99_MS = 100
 
 
 class NaiveTail:
-    """The per-viewer reader: each viewer blocks in its own XREAD, on its own connection."""
+    """The per-viewer reader: each viewer has a tail of its own, so it blocks in its own XREAD,
+    on its own connection."""
 
-    def __init__(self, redis_url: str, keys: Keys, namespace: str, block: float = 5.0) -> None:
-        self.keys = keys
-        self.block_ms = int(block * 1000)
-        self.redis = aioredis.Redis.from_url(
-            redis_url,
-            max_connections=1_000_000,  # one per blocked viewer, as many as there are
-            client_name=f"naive-viewer:{namespace}",
-            socket_timeout=block + 10,
+    def __init__(self, redis_url: str, queue: Queue, namespace: str, block: float = 5.0) -> None:
+        self.queue = queue
+        self.block = block
+        self.links = reader_links(
+            queue.redis, redis_url, client_name=f"naive-viewer:{namespace}", block=block
         )
         self.viewers = 0
         self.streams = 0
@@ -111,26 +112,21 @@ class NaiveTail:
         pass
 
     async def stop(self) -> None:
-        await self.redis.aclose()
+        pass
 
     async def follow(
         self, job_id: str, after: str | None = None, *, until: float | None = None
-    ) -> AsyncIterator[list[Entry]]:
-        key = self.keys.events(job_id)
-        cursor = after or "0-0"
+    ) -> AsyncIterator[list[StreamEntry]]:
+        own = Tail(self.queue, self.links, block=self.block, frame=frame)
+        await own.start()
         self.viewers += 1
         try:
-            while True:
-                reply = await self.redis.xread({key: cursor}, count=500, block=self.block_ms)
-                if not reply:
-                    continue
-                batch = [Entry.from_redis(i, f) for i, f in reply[0][1]]
-                yield batch
-                cursor = batch[-1].id
-                if batch[-1].terminal:
-                    return
+            async with contextlib.aclosing(own.follow(job_id, after, until=until)) as batches:
+                async for batch in batches:
+                    yield batch
         finally:
             self.viewers -= 1
+            await own.stop()
 
 
 def gateway_settings(redis_url: str, namespace: str) -> Any:
@@ -201,7 +197,7 @@ def bench_app() -> Any:
                 for name, tail in list(gateway.tails.items()):
                     await tail.stop()
                     gateway.tails[name] = NaiveTail(
-                        conf["redis_url"], tail.keys, conf["namespace"], settings.tail_block
+                        conf["redis_url"], tail.queue, conf["namespace"], settings.tail_block
                     )
             with gc_pauses() as pauses:
                 yield state
@@ -212,6 +208,10 @@ def bench_app() -> Any:
         profile_app(app, os.environ["FANOUT_PROFILE"])
     if conf["reader"] == "raw":
         return RawEvents(app)
+    if conf["reader"] == "unpatched":
+        from gateway import _sse_patches
+
+        _sse_patches.set_patched(False)
     return app
 
 
@@ -234,7 +234,7 @@ class RawEvents:
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         async with contextlib.aclosing(tail.follow(job_id)) as batches:
             async for batch in batches:
-                body = b"".join([e.sse for e in batch]) if batch else b": ping\n\n"
+                body = b"".join([e.framed for e in batch]) if batch else b": ping\n\n"
                 await send({"type": "http.response.body", "body": body, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
@@ -937,6 +937,14 @@ async def orchestrate(args: argparse.Namespace) -> int:
                     f"{(shared.us_per_event or 0) / max(1e-3, raw.us_per_event or 0):.2f}x "
                     f"gateway CPU per event"
                 )
+            if {"shared", "unpatched"} <= pair.keys():
+                shared, unpatched = pair["shared"], pair["unpatched"]
+                print(
+                    f"{count} viewers: sse-starlette patch off / on (same run) = "
+                    f"{(unpatched.p99 or 0) / max(1e-3, shared.p99 or 0):.2f}x p99, "
+                    f"{(unpatched.us_per_event or 0) / max(1e-3, shared.us_per_event or 0):.2f}x "
+                    f"gateway CPU per event"
+                )
             if "shared" in pair and pair["shared"].p99 is not None:
                 p99 = pair["shared"].p99
                 verdict = "met" if p99 <= TARGET_P99_MS else "missed"
@@ -962,7 +970,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     s.add_argument("--redis-url", required=True)
     s.add_argument("--namespace", required=True)
     s.add_argument("--port", type=int, required=True)
-    s.add_argument("--reader", choices=["shared", "naive", "raw"], default="shared")
+    s.add_argument("--reader", choices=["shared", "naive", "raw", "unpatched"], default="shared")
     s.add_argument("--workers", type=int, default=1)
 
     v = sub.add_parser("view")

@@ -54,6 +54,10 @@ What is measured (every system gets the same work, in-process, one producer, one
             a single connection (the bare loop: a blocking pool of one; the worker: one more
             than the three its cancel listener, presence and doorbell hold); "pool" uses the
             client's default pool.
+  patches   what genq's patches of redis-py buy (genq/_redis_patches.py): ``Queue.enqueue`` and
+            ``Queue.enqueue_many`` (x--batch) with them on and off (redis-py's own pool,
+            connections, ``AsyncScript`` and pipeline, as on an untested redis-py), in
+            alternating turns as in "enqueue", best of --rounds. Run with ``--only patches``.
   bare      EVALSHA of ``return 1``, sequential, on the producers' kind of client (the default
             pool): the ceiling for one producer, best of every round it ran in.
 """
@@ -92,7 +96,7 @@ import redis.asyncio as aioredis
 
 sys.path.insert(0, str(HERE.parent))
 
-from genq import ActiveJob, EnqueueItem, Queue, connect
+from genq import ActiveJob, EnqueueItem, Queue, _redis_patches, connect
 from genq._enqueue import enqueue_call
 from genq.cluster import Call
 from genq.scripts import Script
@@ -143,7 +147,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--block", type=int, default=50, help="calls per system's turn in the enqueue rounds (50)"
     )
     p.add_argument("--arq-poll-delay", type=float, default=0.5, help="arq's poll_delay (0.5)")
-    p.add_argument("--only", nargs="*", choices=("enqueue", "drain", "latency", "fairness", "emit"))
+    p.add_argument(
+        "--only",
+        nargs="*",
+        choices=("enqueue", "drain", "latency", "fairness", "emit", "patches"),
+    )
     p.add_argument("--profile", type=Path, help="write cProfile stats of genq's sections here")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
@@ -976,6 +984,63 @@ async def bench_emit(b: Bench) -> list[Row]:
 # -- main ---------------------------------------------------------------------------------------
 
 
+async def bench_patches(b: Bench) -> list[Row]:
+    """``Queue.enqueue`` and ``enqueue_many`` with genq's redis-py patches on and off, taking
+    turns: the rows say what the patches buy (the public path is what another redis-py gets)."""
+    n, size = b.args.enqueue, b.args.batch
+    on = Queue(b.genq_client(), prefix=b.prefix("patches-on"))
+    _redis_patches.set_patched(False)
+    try:
+        off = Queue(b.genq_client(), prefix=b.prefix("patches-off"))
+    finally:
+        _redis_patches.set_patched(True)
+
+    def patched_path(queue: Queue, many: bool, patched: bool) -> Callable[[int], Awaitable[Any]]:
+        async def step(i: int) -> None:
+            _redis_patches.set_patched(patched)
+            try:
+                if many:
+                    await queue.enqueue_many([EnqueueItem(PAYLOAD) for _ in range(size)])
+                else:
+                    await queue.enqueue(PAYLOAD)
+            finally:
+                _redis_patches.set_patched(True)
+
+        return step
+
+    admin = b.client()
+    best: dict[str, float] = {}
+    for _ in range(b.args.rounds):
+        steps = {
+            "on": patched_path(on, False, True),
+            "off": patched_path(off, False, False),
+            "many on": patched_path(on, True, True),
+            "many off": patched_path(off, True, False),
+        }
+        single = await interleaved({k: steps[k] for k in ("on", "off")}, n, b.args.block, admin)
+        batches = max(1, n // size)
+        many = await interleaved({k: steps[k] for k in ("many on", "many off")}, batches, 1, admin)
+        for name, (rate, _) in {**single, **many}.items():
+            rate *= size if name.startswith("many") else 1
+            best[name] = max(best.get(name, 0.0), rate)
+    return [
+        Row("enqueue, redis-py patches off", "/s", best["off"], note="redis-py's public path"),
+        Row(
+            "enqueue, redis-py patches on",
+            "/s",
+            best["on"],
+            note=f"{best['on'] / best['off']:.2f}x the public path",
+        ),
+        Row(f"enqueue_many jobs/s (x{size}), patches off", "/s", best["many off"]),
+        Row(
+            f"enqueue_many jobs/s (x{size}), patches on",
+            "/s",
+            best["many on"],
+            note=f"{best['many on'] / best['many off']:.2f}x the public path",
+        ),
+    ]
+
+
 async def run(args: argparse.Namespace, url: str, own_server: bool) -> int:
     b = Bench(url, args)
     sections = args.only or ["enqueue", "drain", "latency", "fairness", "emit"]
@@ -993,6 +1058,8 @@ async def run(args: argparse.Namespace, url: str, own_server: bool) -> int:
             rows += await bench_fairness(b)
         if "emit" in sections:
             rows += await bench_emit(b)
+        if "patches" in sections:
+            rows += await bench_patches(b)
         rows.append(
             Row("bare EVALSHA loop (return 1)", "/s", b.bare, note="one producer's ceiling")
         )

@@ -17,10 +17,10 @@ server clock at 1 ms resolution): median, p99, max; and the longest event-loop s
 run (LiteLLM's per-stream start and finish work, garbage collection). A buffered token waits
 through a stall and an already sent one does not, so the batched tail exceeds the window.
 
-With LiteLLM as the source, each scenario also runs batched with the LiteLLM stream switches
-off (``providers/_litellm.py``: ``set_lean_streams(False)``, LiteLLM's own methods, as when
-the issue about its CPU was filed), interleaved with the other runs, and prints the ratio
-switches on / off: tokens/s and worker CPU per token, measured in the same run.
+With LiteLLM as the source, each scenario also runs batched with genq's LiteLLM patches off
+(``providers/_litellm_patches.py``: ``set_patched(False)``, LiteLLM's own methods, as on an
+untested LiteLLM release), interleaved with the other runs, and prints the ratio on / off:
+tokens/s and worker CPU per token, measured in the same run.
 
 ``--source openai`` streams ``openai/...`` generations from the tests' fake OpenAI-compatible
 server instead (``tests/fakes/openai_server.py``, in its own process pinned beside Redis):
@@ -77,7 +77,7 @@ from redis.asyncio import Connection
 from genq import EnqueueItem, Queue, connect
 from genq.connection import hiredis_packing
 from genq_cli.embedded_redis import EmbeddedRedis
-from providers._litellm import set_lean_streams
+from providers._litellm_patches import set_patched
 from providers.litellm_adapter import Delta
 from workers import handler as handler_module
 from workers.run import WorkerProcess, freeze_heap, pool_size
@@ -224,13 +224,13 @@ async def run_once(
     api_base: str | None = None,
 ) -> Run:
     """One worker serving ``jobs`` generations of ``model`` (a ``demo/...`` one, or one served
-    at ``api_base``); ``lean=False``: with LiteLLM's own stream methods (the switches of
-    ``providers/_litellm.py`` off), as before they existed."""
-    set_lean_streams(lean)
+    at ``api_base``); ``lean=False``: with LiteLLM's own stream methods (the patches of
+    ``providers/_litellm_patches.py`` off)."""
+    set_patched(lean)
     try:
         return await _run_once(url, label, window_ms, jobs, tokens, model, delay_ms, api_base)
     finally:
-        set_lean_streams(True)
+        set_patched(True)
 
 
 async def _run_once(
@@ -339,7 +339,7 @@ def report(title: str, runs: list[Run]) -> None:
     if len(runs) == 3:
         stock = runs[2]
         print(
-            f"  LiteLLM switches on vs off (batched): "
+            f"  LiteLLM patches on vs off (batched): "
             f"{coal.tokens_per_s / stock.tokens_per_s:.2f}x tokens/s, "
             f"{(stock.cpu / stock.tokens) / (coal.cpu / coal.tokens):.2f}x less worker CPU per "
             f"token (best of the runs interleaved with each other)"
@@ -398,7 +398,7 @@ async def main(args: argparse.Namespace) -> None:
                 (f"batched {args.window_ms:g} ms", args.window_ms, True),
             ]
             if args.source != "raw":
-                modes.append(("batched, switches off", args.window_ms, False))
+                modes.append(("batched, patches off", args.window_ms, False))
             tries: dict[str, list[Run]] = {label: [] for label, _, _ in modes}
             with contextlib.ExitStack() as stack:
                 api_base = None if demo else stack.enter_context(fake_openai(tokens, delay_ms))

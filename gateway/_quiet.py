@@ -2,10 +2,10 @@
 delivered its terminal event.
 
 Ending a stream costs the gateway far more than writing an event to it: sse-starlette's task
-group and cancel scopes and FastAPI's exit stack come to 100 to 150 µs of Python per stream,
-against 5 to 10 for an event. And streams end together: every viewer of a generation gets the
+group and cancel scopes and FastAPI's exit stack are many times an event's Python
+(docs/KNOWN_LIMITS.md). And streams end together: every viewer of a generation gets the
 terminal event at once, and generations started together end together. Torn down on the spot,
-5,000 streams take half a second of a core during which no other viewer gets an event, and
+thousands of streams hold a core for a stretch during which no other viewer gets an event, and
 each of them had just been sent its terminal event. Their clients do not need the teardown
 soon (they have every event), the other viewers need their events now: so endings wait here,
 and the gate lets them through a batch at a time, on ticks of the event loop that show it has

@@ -16,7 +16,7 @@ from fastapi.security import APIKeyQuery, HTTPAuthorizationCredentials, HTTPBear
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from genq import Job, Queue
+from genq import Job, Queue, Tail, reader_links
 from genq_contract.access import Access
 from genq_contract.payload import payload_fields
 
@@ -24,14 +24,14 @@ from .audit import Audit
 from .auth import Authenticator, KeyStore, Principal, WatchTokens
 from .budgets import BudgetSweep
 from .errors import Forbidden, NotFound, Unauthorized
+from .frames import frame
 from .history import History
 from .limits import Limiter
 from .metrics import Metrics
 from .queues import Queues
-from .readers import open_shared, reader_links
+from .readers import open_shared
 from .settings import Settings
 from .slots import TenantSlots
-from .tail import Tail
 
 
 @dataclass
@@ -65,18 +65,7 @@ class Gateway:
         keystore = KeyStore(redis, settings.keys.api_keys)
         access = Access(redis, settings.queue_namespace)  # revoked key ids, disabled tenants
         secret = settings.secret.get_secret_value() if settings.secret else ""
-        tails = {
-            name: Tail(
-                redis,
-                queue.keys,
-                reader_links(redis, settings, queue.keys.tag),
-                block=settings.tail_block,
-                idle_check=settings.tail_idle_check,
-                heartbeat=settings.sse_ping,
-                pace=settings.tail_pace,
-            )
-            for name, queue in queues
-        }
+        tails = {name: open_tail(settings, redis, queue) for name, queue in queues}
         for tail in tails.values():
             await tail.start()
         history = History(redis, queues, interval=settings.history_interval)
@@ -111,6 +100,25 @@ class Gateway:
         if pool is not None:  # it was given (a RedisCluster closes its nodes itself)
             with contextlib.suppress(Exception):
                 await pool.aclose()
+
+
+def open_tail(settings: Settings, redis: Redis | RedisCluster, queue: Queue) -> Tail:
+    """The queue's shared tail, framing each entry as SSE once for all its viewers."""
+    links = reader_links(
+        redis,
+        settings.redis_url,
+        client_name=f"genq-tail:{settings.queue_namespace}",
+        block=settings.tail_block,
+    )
+    return Tail(
+        queue,
+        links,
+        block=settings.tail_block,
+        idle_check=settings.tail_idle_check,
+        heartbeat=settings.sse_ping,
+        pace=settings.tail_pace,
+        frame=frame,
+    )
 
 
 def get_gateway(request: Request) -> Gateway:

@@ -55,7 +55,7 @@ class History:
         for _, queue in self.queues:
             stats = await queue.stats()
             await self._peak(
-                keys=list(history_keys(queue.keys)),
+                keys=list(history_keys(queue)),
                 args=[STEP, STEPS, stats.waiting + stats.scheduled, round(stats.oldest_wait, 3)],
             )
 
@@ -72,7 +72,7 @@ class History:
         """The last ``STEPS`` steps, oldest first, empty ones included."""
 
         def fill(pipe: RedisPipeline) -> None:
-            for key in history_keys(queue.keys):
+            for key in history_keys(queue):
                 pipe.hgetall(key)
 
         (depths, waits), now = await queue.read_with_time(fill)

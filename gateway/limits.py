@@ -24,7 +24,7 @@ from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
 
-from genq import TERMINAL, JobStatus
+from genq import TERMINAL, Queue, job_states
 from genq.events import text
 from genq.streamed import run_streamed
 
@@ -220,23 +220,23 @@ class Limiter:
         now_ms = time.time() * 1000
         finished: list[str] = []
         for start in range(0, len(members), PRUNE_BATCH):
-            located: list[tuple[str, float]] = []
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for member, reserved_ms in members[start : start + PRUNE_BATCH]:
-                    job_id = text(member)
-                    try:
-                        _, queue = self.queues.locate(job_id)
-                    except NotFound:
-                        finished.append(job_id)
-                        continue
-                    pipe.hget(queue.keys.job(job_id), "status")
-                    located.append((job_id, reserved_ms))
-                statuses = await pipe.execute() if located else []
-            for (job_id, reserved_ms), status in zip(located, statuses, strict=True):
-                if status is None:
+            located: list[tuple[Queue, str]] = []
+            reserved: list[float] = []
+            for member, reserved_ms in members[start : start + PRUNE_BATCH]:
+                job_id = text(member)
+                try:
+                    _, queue = self.queues.locate(job_id)
+                except NotFound:
+                    finished.append(job_id)
+                    continue
+                located.append((queue, job_id))
+                reserved.append(reserved_ms)
+            states = await job_states(located)
+            for (_, job_id), reserved_ms, state in zip(located, reserved, states, strict=True):
+                if state is None:
                     if now_ms - reserved_ms > RESERVATION_GRACE_MS:
                         finished.append(job_id)
-                elif JobStatus(text(status)) in TERMINAL:
+                elif state.status in TERMINAL:
                     finished.append(job_id)
         if finished:
             await self.redis.zrem(key, *finished)

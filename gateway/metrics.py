@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from genq import UsageRow
-from genq_contract.keys import provider_429_counter
+from genq_contract.keys import PROVIDER_429S
 from genq_contract.spend import Usage
 
 USAGE_SERIES_LIMIT = 500
@@ -160,7 +160,7 @@ async def refresh(metrics: Metrics, queues: Any, tails: dict[str, Any]) -> None:
     for name, queue in queues:
         usage += await queue.usage_totals()
         stats = await queue.stats()
-        raw_429 = await queue.redis.get(provider_429_counter(queue.keys))
+        provider_429s = await queue.counter(PROVIDER_429S)
         tail = tails.get(name)
         snapshot[name] = QueueSnapshot(
             waiting=stats.waiting,
@@ -168,7 +168,7 @@ async def refresh(metrics: Metrics, queues: Any, tails: dict[str, Any]) -> None:
             active=stats.active,
             dead=stats.dead,
             oldest_wait=stats.oldest_wait,
-            provider_429s=int(raw_429 or 0),
+            provider_429s=provider_429s,
             viewers=tail.viewers if tail else 0,
             streams=tail.streams if tail else 0,
         )

@@ -23,10 +23,8 @@ from redis.exceptions import RedisError
 
 from genq import PulledJob, Queue
 from genq.cancellation import raise_if_cancelled
-from genq.cluster import socket_timeout
 from genq.pull import pull
 from genq.retrying import TRANSIENT
-from genq.worker import dedicated_client
 
 log = logging.getLogger("gateway.pull")
 
@@ -39,8 +37,7 @@ class PullWaiter:
 
     def __init__(self, queue: Queue, block: float = 2.0) -> None:
         self.queue = queue
-        limit = socket_timeout(queue.redis)  # redis-py times BLPOP out by the socket timeout
-        self._block = block if not limit else min(block, limit / 2)
+        self._block = block
         self._waiting = 0
         self._rung = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -62,7 +59,7 @@ class PullWaiter:
             remaining = deadline - loop.time()
             if pulled.jobs or remaining <= 0:
                 if woken and len(pulled.jobs) == count:
-                    await self.queue.redis.lpush(self.queue.keys.signal, "1")
+                    await self.queue.wake()
                 return pulled.jobs
             nap = remaining
             if pulled.next_change is not None:
@@ -88,29 +85,26 @@ class PullWaiter:
         rung.set()
 
     async def _listen(self) -> None:
-        client = dedicated_client(self.queue.redis)
-        signal = self.queue.keys.signal
+        doorbell = self.queue.doorbell(self._block)
         try:
             while self._waiting > 0:
                 try:
-                    popped = await client.blpop([signal], self._block)
+                    rung = await doorbell.wait()
                     raise_if_cancelled()  # a cancel redis-py swallowed (genq.cancellation)
                 except (*TRANSIENT, RedisError) as exc:
                     log.warning("pull doorbell unavailable (%s); waiting pulls poll", exc)
                     self._ring()  # let them pull (and fail, or find work) on their own
                     await asyncio.sleep(0.5)
                     continue
-                if popped is None:
+                if not rung:
                     continue
                 if self._waiting == 0:
-                    await self.queue.redis.lpush(signal, "1")  # not ours to use: put it back
+                    await self.queue.wake()  # not ours to use: put it back
                     continue  # ends the loop, unless a request came to wait meanwhile
                 self._ring()
         finally:
             self._task = None  # before any await: a new waiter starts a new listener
-            if client is not self.queue.redis:
-                with contextlib.suppress(Exception):
-                    await client.aclose()
+            await doorbell.aclose()
 
 
 def waiters_of(state: object, queues: dict[str, Queue]) -> dict[str, PullWaiter]:

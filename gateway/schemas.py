@@ -8,6 +8,7 @@ import math
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+from fastapi import Header
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -28,6 +29,23 @@ Reason = Annotated[
     str | None,
     Field(max_length=MAX_REASON, description="Why: kept in the audit log (GET /v1/audit)"),
 ]
+
+
+def idempotency_key_header(description: str) -> Any:
+    """The ``Idempotency-Key`` header of a route that enqueues, as that route describes it."""
+    return Header(alias="Idempotency-Key", pattern=IDEMPOTENCY_KEY_PATTERN, description=description)
+
+
+def enqueue_answers(model: type[BaseModel]) -> dict[str, Any]:
+    """The answers of a route that enqueues one generation: 202 with ``model``, or 200 with it
+    for an Idempotency-Key replay (the route decorator's arguments)."""
+    return {
+        "status_code": 202,
+        "response_model": model,
+        "responses": {200: {"model": model, "description": "An Idempotency-Key replay"}},
+    }
+
+
 INSTANT_SCHEMA = {
     "anyOf": [
         {"type": "string", "format": "date-time"},

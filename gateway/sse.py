@@ -19,18 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 
-from sse_starlette import EventSourceResponse
 from sse_starlette.sse import SendTimeoutError
 from starlette.types import Message, Receive, Scope, Send
 
-from ._per_loop import PerLoop
 from ._quiet import QuietGate
+from ._sse_patches import WatchedSend
 from .deps import Gateway
-from .middleware import SERVER_SEND
 
 log = logging.getLogger("gateway.events")
 
@@ -89,32 +86,22 @@ class Ending:
         self.turn = QuietGate.of_this_loop().wait()
 
 
-class SlotStream(EventSourceResponse):
+class SlotStream(WatchedSend):
     """An event stream holding one of its tenant's stream slots until it ends, however it
     ends; a slow reader's send timeout ends it quietly rather than with a traceback.
 
-    The send timeout is kept by one watchdog per event loop (:class:`SendWatch`) instead of
-    sse-starlette's cancel scope around every write, which cost more than the write itself
-    (an anyio scope and a timer per viewer and event). A client that hangs up after the
-    terminal event does not hurry the stream's end (see :class:`Ending`)."""
+    Its sends are :class:`gateway._sse_patches.WatchedSend`'s (one watchdog per event loop
+    instead of sse-starlette's cancel scope around every write, on the tested sse-starlette). A
+    client that hangs up after the terminal event does not hurry the stream's end (see
+    :class:`Ending`)."""
 
     def __init__(self, content: AsyncIterator[bytes], ending: Ending, **kw: object):
-        super().__init__(content, **kw)  # type: ignore[arg-type]
+        super().__init__(content, **kw)
         self._ending = ending
         self._release = ending.release
-        self.sending_since = 0.0
-        """``time.monotonic()`` when the write in progress started; 0 between writes."""
-        self._sender: asyncio.Task[object] | None = None
-        self._stalled = False
-        self._server_send: Send | None = None
-        """Where body messages go: the server's own ``send`` (see ``GatewayApp``)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        watch = SendWatch.of_this_loop() if self.send_timeout else None
-        if watch is not None:
-            watch.add(self)
         ending = self._ending
-        self._server_send = scope.get(SERVER_SEND)
 
         async def receive_until_ended() -> Message:
             message = await receive()
@@ -127,60 +114,4 @@ class SlotStream(EventSourceResponse):
         except SendTimeoutError:
             log.info("closed an event stream: its client took no data for %ss", self.send_timeout)
         finally:
-            if watch is not None:
-                watch.discard(self)
             self._release()
-
-    async def _send_with_timeout(self, send: Send, message: Message) -> None:
-        if self._sender is None:
-            self._sender = asyncio.current_task()
-        self.sending_since = time.monotonic()
-        if message["type"] == "http.response.body" and self._server_send is not None:
-            send = self._server_send  # past the chain: its wrappers only look at the start
-        try:
-            await send(message)
-        except asyncio.CancelledError:
-            if not self._stalled:
-                raise
-            if self._sender is not None:
-                self._sender.uncancel()
-            raise SendTimeoutError() from None
-        finally:
-            self.sending_since = 0.0
-
-    def stall(self) -> None:
-        """Ends the write in progress with :class:`SendTimeoutError` (its client took none)."""
-        if self._sender is not None and not self._stalled:
-            self._stalled = True
-            self._sender.cancel()
-
-
-class SendWatch(PerLoop):
-    """Every open stream of one event loop, checked a few times per send timeout: a write
-    that has waited longer than its stream's ``send_timeout`` is ended (at most a quarter of
-    the timeout late)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(loop)
-        self.streams: set[SlotStream] = set()
-        self._task: asyncio.Task[None] | None = None
-
-    def add(self, stream: SlotStream) -> None:
-        self.streams.add(stream)
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._watch(), name="sse send watch")
-
-    def discard(self, stream: SlotStream) -> None:
-        self.streams.discard(stream)
-        if not self.streams and self._task is not None:
-            self._task.cancel()  # no task left sleeping when the server stops
-            self._task = None
-
-    async def _watch(self) -> None:
-        while self.streams:
-            await asyncio.sleep(min(s.send_timeout or 0.0 for s in self.streams) / 4)
-            now = time.monotonic()
-            for stream in list(self.streams):
-                since, limit = stream.sending_since, stream.send_timeout
-                if since and limit and now - since >= limit:
-                    stream.stall()

@@ -19,12 +19,11 @@ import contextlib
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from fastapi import Response
 
+import genq
 from genq import Enqueued, EnqueueItem, Job, Queue, ReplicationTimeoutError
-from genq.events import text
 from genq_contract.payload import GenerationPayload, payload_fields
 from genq_contract.routing import RoutingError
 
@@ -315,22 +314,7 @@ async def _bound_job(gateway: Gateway, scoped_key: str) -> Job | None:
 
 async def bound_jobs(gateway: Gateway, scoped_keys: list[str]) -> dict[str, Job]:
     """:func:`_bound_job` for many keys, looked up in one round trip: the keys bound."""
-    if not scoped_keys:
-        return {}
-    queues: list[Queue] = [queue for _, queue in gateway.queues]
-    async with gateway.redis.pipeline(transaction=False) as pipe:
-        for scoped_key in scoped_keys:
-            for queue in queues:
-                pipe.get(queue.keys.idempotency(scoped_key))
-        bound_ids: list[Any] = await pipe.execute()
-    jobs: dict[str, Job] = {}
-    for n, scoped_key in enumerate(scoped_keys):
-        for queue, job_id in zip(queues, bound_ids[n * len(queues) :], strict=False):
-            job = await queue.get(text(job_id)) if job_id else None
-            if job is not None:
-                jobs[scoped_key] = job
-                break
-    return jobs
+    return await genq.bound_jobs([queue for _, queue in gateway.queues], scoped_keys)
 
 
 def replay(

@@ -1,7 +1,14 @@
 """genq: durable background jobs with a per-job output stream, on Redis."""
 
+from ._channel import CursorRefused, ViewerLagged
+from ._dead_letter_watch import DeadLetterWatch
 from ._dead_letters import DeadEntry, DeadPage
+from ._doorbell import Doorbell
 from ._job_index import IdPage, JobPage
+from ._lookups import JobState, bound_jobs, job_states
+from ._outbox import ConsumerInfo, OutboxEntry, OutboxGroup
+from ._reader_link import ReaderLink, reader_links
+from ._tail import Tail
 from .active_job import ActiveJob, emit_many
 from .codecs import Codec, JsonCodec, PydanticCodec
 from .connection import RedisClient, RedisPipeline, connect
@@ -19,7 +26,7 @@ from .errors import (
     RetryJobError,
     TerminalJobError,
 )
-from .events import Event, decode_entry, visible_text
+from .events import Event, StreamEntry, decode_entry, entry_order, visible_text
 from .job import Attempt, Job
 from .keys import Keys
 from .pull import PulledJob
@@ -33,8 +40,12 @@ __all__ = [
     "ActiveJob",
     "Attempt",
     "Codec",
+    "ConsumerInfo",
+    "CursorRefused",
     "DeadEntry",
+    "DeadLetterWatch",
     "DeadPage",
+    "Doorbell",
     "EnqueueItem",
     "EnqueueManyError",
     "Enqueued",
@@ -50,22 +61,33 @@ __all__ = [
     "JobNotFinishedError",
     "JobNotFoundError",
     "JobPage",
+    "JobState",
     "JobStatus",
     "JsonCodec",
     "Keys",
+    "OutboxEntry",
+    "OutboxGroup",
     "PulledJob",
     "PydanticCodec",
     "Queue",
     "QueueStats",
+    "ReaderLink",
     "RedisClient",
     "RedisPipeline",
     "ReplicationTimeoutError",
     "RetryJobError",
+    "StreamEntry",
+    "Tail",
     "TerminalJobError",
     "UsageRow",
+    "ViewerLagged",
     "Worker",
+    "bound_jobs",
     "connect",
     "decode_entry",
     "emit_many",
+    "entry_order",
+    "job_states",
+    "reader_links",
     "visible_text",
 ]

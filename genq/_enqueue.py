@@ -32,8 +32,8 @@ PRIORITY_RANGE = range(-1000, 1001)
 MAX_IDEMPOTENCY_KEY = 512
 CHUNK = 20
 """Items per ``EVALSHA`` of a batch. Each chunk is written as soon as it is made
-(:mod:`genq.streamed`), so the server runs one while the producer makes the next: with 100 items
-in 5 chunks, 1.15-1.35x the jobs/s of the same batch made whole and sent as one call."""
+(:mod:`genq.streamed`), so the server runs one while the producer makes the next: more jobs/s
+than the same batch made whole and sent as one call (``bench/queue.py``; docs/KNOWN_LIMITS.md)."""
 
 
 @dataclass(frozen=True)
@@ -132,8 +132,8 @@ def one_call(queue: QueueBase, keys: Sequence[str], args: Sequence[Any]) -> Call
     job, which sends 7 to 12 values instead of 21; any other in its shape for items."""
     job_id, nonce, payload, priority, delay_ms, attempts, key, idem_ttl, tenant = args
     if job_id == nonce and not delay_ms:
-        # The values that hold their defaults are left off the end (each costs the server
-        # about 1,300 instructions): a plain enqueue sends 4 keys and 3 arguments.
+        # The values that hold their defaults are left off the end (the server pays to read
+        # each value): a plain enqueue sends 4 keys and 3 arguments.
         new_keys = [*new_job_keys(queue.keys), keys[0]]
         if key:
             new_keys.append(keys[2])

@@ -186,6 +186,12 @@ class QueueBase:
         ]  # fmt: skip
         return keys, args
 
+    async def cancel_requested(self, job_id: str) -> bool:
+        """Whether a cancel of the job was requested while it ran (a Stop): its record's flag,
+        read now."""
+        flag = await self.redis.hget(self.keys.job(job_id), "cancel_requested")
+        return flag is not None and text(flag) == "1"
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(prefix={self.prefix!r})"
 

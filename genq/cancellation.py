@@ -1,9 +1,10 @@
 """Cancellation that survives redis-py.
 
 redis-py 8.1 sometimes completes a command whose task was cancelled while it was in flight and
-returns its reply, leaving the task merely "cancelling" (measured: 3 of 200 cancels of an
-in-flight EVALSHA). Loops that must end on cancel call :func:`raise_if_cancelled` after each
-Redis call, and whoever stops such a task uses :func:`cancel_and_wait`, never one ``cancel()``.
+returns its reply, leaving the task merely "cancelling" (rare, but seen with an in-flight
+EVALSHA: docs/KNOWN_LIMITS.md). Loops that must end on cancel call :func:`raise_if_cancelled`
+after each Redis call, and whoever stops such a task uses :func:`cancel_and_wait`, never one
+``cancel()``.
 """
 
 from __future__ import annotations

@@ -25,11 +25,12 @@ class Codec(Protocol[T]):
 class JsonCodec:
     """Plain JSON (the default): ``json.dumps``'s text with compact separators, non-ASCII kept."""
 
-    # One encoder for every call: ``json.dumps`` with options builds a new one each time,
-    # which was half of the encoding's cost.
+    # One encoder for every call: ``json.dumps`` with options builds a new one each time, a
+    # large part of the encoding's cost.
     _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
     # And json's C encoder, made once: ``JSONEncoder.encode`` makes one per call (with the dict
-    # its circular-reference check fills), which cost an enqueue 2-3 µs right after a reply.
+    # its circular-reference check fills), work an enqueue pays with cold caches right after a
+    # reply (docs/KNOWN_LIMITS.md).
     # Without that check a circular value recurses until RecursionError; ``encode`` then hands
     # the value to the encoder above, which raises json's own error.
     _made_once = (

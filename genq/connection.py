@@ -22,19 +22,20 @@ password in the URL are the data nodes'; the sentinels take ``sentinel_username`
 ``sentinel_password`` from the query string. ``rediss+sentinel://`` is TLS to the data nodes
 and, unless ``sentinel_ssl=false``, to the sentinels too (``sentinel_ssl=true`` asks for TLS to
 the sentinels alone); the ``ssl_*`` options apply to both.
+
+The pool and connection classes it gives are genq's patches of redis-py
+(:mod:`genq._redis_patches`) on the tested redis-py, redis-py's own on any other.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, TypeAlias
 from urllib.parse import parse_qsl, unquote, urlencode
 
-import hiredis
 from redis.asyncio import BlockingConnectionPool, Connection, ConnectionPool, Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
-from redis.asyncio.connection import AbstractConnection, parse_url
+from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import (
     Sentinel,
@@ -43,10 +44,11 @@ from redis.asyncio.sentinel import (
     SentinelManagedSSLConnection,
 )
 from redis.backoff import NoBackoff
-from redis.event import AsyncAfterConnectionReleasedEvent
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.observability.providers import get_observability_instance
+
+from ._redis_patches import LeanConnectionPool as LeanConnectionPool
+from ._redis_patches import connection_class, pool_class
+from ._redis_patches import hiredis_packing as hiredis_packing
 
 RedisClient: TypeAlias = Redis | RedisCluster
 """The clients genq works on: a single node's or a cluster's (``redis.asyncio``)."""
@@ -125,10 +127,10 @@ def connect(
         return _owning(_sentinel_pool(url, scheme, rest, pool_timeout, options), single)
     if not (cluster or wants_cluster):
         if pool_timeout is None:
-            pool: ConnectionPool = LeanConnectionPool.from_url(url, **options)
+            pool: ConnectionPool = pool_class().from_url(url, **options)
         else:
             pool = BlockingConnectionPool.from_url(url, timeout=pool_timeout, **options)
-        pool.connection_class = hiredis_packing(pool.connection_class)
+        pool.connection_class = connection_class(pool.connection_class)
         return _owning(pool, single)
     if single:
         raise ValueError("a cluster client routes by key: it has no single connection")
@@ -150,50 +152,11 @@ def connect(
     # RedisCluster picks its connection class itself; every node it meets later is built from
     # the manager's kwargs, and the startup nodes have not connected yet.
     manager = client.nodes_manager
-    packing = hiredis_packing(manager.connection_kwargs.get("connection_class", Connection))
+    packing = connection_class(manager.connection_kwargs.get("connection_class", Connection))
     manager.connection_kwargs["connection_class"] = packing
     for node in manager.startup_nodes.values():
         node.connection_class = packing
     return client
-
-
-def _metrics_on() -> bool:
-    """Whether the application turned on redis-py's OpenTelemetry metrics (off by default)."""
-    manager = get_observability_instance().get_provider_manager()
-    return manager is not None and bool(manager.config.enabled_telemetry)
-
-
-class LeanConnectionPool(ConnectionPool):
-    """redis-py's pool, each checkout and return without what redis-py 8.1 wraps around them:
-    its check for deprecated arguments, its lock (nothing awaits between taking a connection
-    off the list and marking it in use, and an event loop runs one task at a time) and, while
-    redis-py's OpenTelemetry metrics are off, its connection counts (when they are on, redis-py's
-    own methods run). What the pool is for stays: redis-py's own check runs before use
-    (``ensure_connection``), a connection marked for reconnection is closed on its return, the
-    released-connection event fires. 2.7 µs per checkout and return instead of 7.2 on this
-    2-core machine: 5-9 µs less per one-at-a-time ``Queue.enqueue`` (about 165 µs)."""
-
-    async def get_connection(self, *args: Any, **kwargs: Any) -> AbstractConnection:
-        if _metrics_on():
-            return await super().get_connection()  # type: ignore[no-untyped-call,no-any-return]
-        connection: AbstractConnection = self.get_available_connection()  # type: ignore[no-untyped-call]
-        try:
-            await self.ensure_connection(connection)
-        except BaseException:
-            await self.release(connection)
-            raise
-        return connection
-
-    async def release(self, connection: AbstractConnection) -> None:
-        if _metrics_on():
-            await super().release(connection)
-            return
-        self._in_use_connections.remove(connection)
-        if connection.should_reconnect():  # type: ignore[no-untyped-call]
-            await connection.disconnect()
-        self._available_connections.append(connection)
-        released = AsyncAfterConnectionReleasedEvent(connection)  # type: ignore[no-untyped-call]
-        await self._event_dispatcher.dispatch_async(released)  # type: ignore[union-attr]
 
 
 def _owning(pool: ConnectionPool, single: bool) -> Redis:
@@ -296,7 +259,7 @@ def _sentinel_pool(
         for name in [k for k in node if k.startswith("ssl_")]:
             node.pop(name)
     managed = _PrimarySSLConnection if tls else _PrimaryConnection
-    node["connection_class"] = hiredis_packing(managed)
+    node["connection_class"] = connection_class(managed)
     # redis-py's Sentinel classes are untyped.
     manager = Sentinel(sentinels, sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
     pool: type[SentinelConnectionPool] = (
@@ -313,74 +276,6 @@ def _flag(value: str | None, default: bool) -> bool:
     if value.lower() in _TRUE | _FALSE:
         return value.lower() in _TRUE
     raise ValueError(f"sentinel_ssl must be true or false, not {value!r}")
-
-
-class _HiredisPacking:
-    """Packs each command with hiredis (C) instead of redis-py's asyncio packer (pure Python;
-    redis-py's sync client already uses hiredis): ~15 µs less CPU per script call of a queue's
-    size. Like redis-py, a command name with a space ("SCRIPT LOAD") is two words.
-
-    It also turns a write on a connection torn down under it (the peer reset it, or another
-    task disconnected it) into the ``ConnectionError`` it is: redis-py lets asyncio's
-    ``AttributeError``/``TypeError`` through there (redis/redis-py#4287), and uvloop's
-    ``RuntimeError`` ("the handler is closed": a gateway answered 500 with it while a Sentinel
-    failover reset a fresh connection), and those escape every retry that expects a
-    connection error. redis-py has already dropped the connection.
-
-    And it writes without the task redis-py makes for each write (``_write``)."""
-
-    def pack_command(self, *args: Any) -> list[bytes]:
-        first = args[0]
-        if isinstance(first, str) and " " in first:
-            args = (*first.split(), *args[1:])
-        return [hiredis.pack_command(args)]
-
-    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        try:
-            if not (self.is_connected and isinstance(command, list)):  # type: ignore[attr-defined]
-                await super().send_packed_command(command, check_health)  # type: ignore[misc]
-                return
-            if check_health:
-                await self.check_health()  # type: ignore[attr-defined]
-            await self._write(command)
-        except (AttributeError, TypeError, RuntimeError) as exc:
-            if isinstance(exc, RuntimeError) and "closed" not in str(exc):
-                raise
-            raise RedisConnectionError(f"connection closed while writing ({exc})") from exc
-
-    async def _write(self, command: list[bytes]) -> None:
-        """redis-py's write, without the ``asyncio.wait_for`` it wraps every write in: that
-        makes a task per command (26 µs of a 143 µs round trip on this 2-core machine). The
-        socket timeout still bounds the one wait a write can have, a drain of what the socket
-        did not take; errors drop the connection and raise what redis-py raises."""
-        writer = self._writer  # type: ignore[attr-defined]
-        try:
-            if writer.transport.is_closing():  # a reset one takes writes silently
-                raise ConnectionResetError("the connection is closing")
-            writer.writelines(command)
-            if writer.transport.get_write_buffer_size():
-                async with asyncio.timeout(self.socket_timeout):  # type: ignore[attr-defined]
-                    await writer.drain()
-        except TimeoutError:
-            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
-            raise RedisTimeoutError("Timeout writing to socket") from None
-        except OSError as exc:
-            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
-            raise RedisConnectionError(f"connection closed while writing ({exc})") from exc
-        except BaseException:
-            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
-            raise
-
-
-_PACKING: dict[type, type] = {}
-
-
-def hiredis_packing(connection_class: type) -> type:
-    """``connection_class`` (TCP, TLS or unix socket) packing its commands with hiredis."""
-    if connection_class not in _PACKING:
-        name = f"Hiredis{connection_class.__name__}"
-        _PACKING[connection_class] = type(name, (_HiredisPacking, connection_class), {})
-    return _PACKING[connection_class]
 
 
 def _split_netloc(rest: str) -> tuple[str, str, str]:

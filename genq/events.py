@@ -16,6 +16,9 @@ from .status import CHUNK, RESTARTED, TERMINAL_EVENTS
 _ENTRY_ID = re.compile(r"0|[0-9]{1,20}-[0-9]{1,20}")
 _MAX_ID_PART = 2**64 - 1
 
+Order = tuple[int, int]
+"""A stream entry id as ``(ms, seq)``: ids compare in this order, not as text."""
+
 
 @dataclass(frozen=True)
 class Event:
@@ -45,16 +48,51 @@ def check_cursor(cursor: str) -> str:
     return cursor
 
 
+def entry_order(entry_id: str) -> Order:
+    """The sort key of a (checked) stream entry id."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+class StreamEntry:
+    """One entry of a job's stream as written: ``data`` and ``usage`` are the JSON text stored,
+    not decoded, so a server can pass them on as they are (:meth:`event` decodes them).
+
+    ``framed`` is what a :class:`genq.Tail`'s ``frame`` function made of the entry: made once
+    and shared by every follower (empty without one)."""
+
+    __slots__ = ("data", "framed", "id", "order", "terminal", "type", "usage")
+
+    def __init__(self, entry_id: str, kind: str, data: str, usage: str | None = None) -> None:
+        self.id = entry_id
+        self.order = entry_order(entry_id)
+        self.type = kind
+        self.data = data
+        self.usage = usage
+        self.terminal = kind in TERMINAL_EVENTS
+        self.framed = b""
+
+    def event(self, result_codec: Codec[Any]) -> Event:
+        """The entry decoded: ``data`` through ``result_codec`` on ``completed``, else JSON."""
+        kind, raw, usage = self.type, self.data, self.usage
+        data = result_codec.decode(raw) if kind == "completed" else json.loads(raw)
+        return Event(id=self.id, type=kind, data=data, usage=json.loads(usage) if usage else None)
+
+    def __repr__(self) -> str:
+        return f"StreamEntry({self.id!r}, {self.type!r})"
+
+
+def read_entry(entry_id: bytes | str, fields: dict[Any, Any]) -> StreamEntry:
+    """The one decoder of a raw stream entry (an XRANGE/XREAD item) of a job's stream."""
+    values = {text(k): text(v) for k, v in fields.items()}
+    return StreamEntry(
+        text(entry_id), values.get("type", ""), values.get("data", "null"), values.get("usage")
+    )
+
+
 def decode_entry(entry_id: bytes | str, fields: dict[Any, Any], result_codec: Codec[Any]) -> Event:
     """Turns a raw stream entry into an :class:`Event`."""
-    values = {text(k): text(v) for k, v in fields.items()}
-    kind = values.get("type", "")
-    raw = values.get("data", "null")
-    data = result_codec.decode(raw) if kind == "completed" else json.loads(raw)
-    usage = values.get("usage")
-    return Event(
-        id=text(entry_id), type=kind, data=data, usage=json.loads(usage) if usage else None
-    )
+    return read_entry(entry_id, fields).event(result_codec)
 
 
 def visible_text(events: Iterable[Event]) -> str:

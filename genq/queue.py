@@ -10,6 +10,7 @@ from typing import Any
 
 from ._calls import cancel_call, delete_call, purge_dead_call, retry_call
 from ._dead_letters import DeadEntry, DeadPage, format_cursor, parse_cursor, rows_after
+from ._doorbell import Doorbell
 from ._enqueue import (
     Enqueued,
     EnqueueItem,
@@ -21,12 +22,14 @@ from ._enqueue import (
     run_enqueue,
 )
 from ._job_index import IdPage, JobPage, count_jobs, list_ids, list_jobs
+from ._outbox import OutboxGroup
 from ._queue_base import QueueBase, ms
+from ._stream_reads import first_ordinal, read_range, read_retained
 from .active_job import ActiveJob
 from .cancellation import raise_if_cancelled
 from .connection import RedisPipeline
 from .errors import JobCancelledError, JobFailedError, JobNotFinishedError, JobNotFoundError
-from .events import Event, check_cursor, decode_entry, text
+from .events import Event, StreamEntry, check_cursor, decode_entry, text
 from .job import Job
 from .pull import PulledJob, ack, extend, nack, pull, push_events
 from .scripts import Code
@@ -184,6 +187,17 @@ class Queue(QueueBase):
         """All the usage ever settled, per tenant (or of ``tenant``) and label."""
         return parse_counters(await self.redis.hgetall(self.keys.usage_total), None, tenant)
 
+    async def existing(self, job_ids: Iterable[str]) -> list[str]:
+        """The ``job_ids`` this queue holds a record of, in the order given (one round trip)."""
+        ids = list(job_ids)
+        if not ids:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.exists(self.keys.job(job_id))
+            found: list[Any] = await pipe.execute()
+        return [job_id for job_id, n in zip(ids, found, strict=True) if n]
+
     async def last_event(self, job_id: str) -> Event | None:
         """The newest event still on the job's stream; None when there is none.
 
@@ -290,6 +304,20 @@ class Queue(QueueBase):
         oldest = max(0.0, now - min(since) / 1000) if since else 0.0
         return QueueStats(ready + intake, scheduled, active, dead, oldest)
 
+    async def count(self, name: str) -> int:
+        """Adds one to the named counter kept with this queue (in its slot; it never expires),
+        for layers built on the queue (a provider's 429 answers); returns the new count."""
+        return int(await self.redis.incr(self.keys.extra(name)))
+
+    async def counter(self, name: str) -> int:
+        """The named counter's count (0 before the first :meth:`count`)."""
+        return int(await self.redis.get(self.keys.extra(name)) or 0)
+
+    def extra_key(self, name: str) -> str:
+        """A key in this queue's slot for a layer built on the queue that keeps data of its
+        own there, and runs its own commands (and scripts) on it: genq never touches it."""
+        return self.keys.extra(name)
+
     # -- controlling ---------------------------------------------------------------------------
 
     async def cancel(self, job_id: str) -> bool:
@@ -316,6 +344,19 @@ class Queue(QueueBase):
         k = self.keys
         remaining = await self.scripts.clear_cooldown(keys=[k.cooldown, k.signal])
         return max(0, int(remaining)) / 1000
+
+    async def wake(self) -> None:
+        """Rings the doorbell once: one idle worker (or gateway pull listener) looks again."""
+        await self.redis.lpush(self.keys.signal, "1")
+
+    def doorbell(self, block: float) -> Doorbell:
+        """A listener of the doorbell on a connection of its own, each wait ``block`` seconds
+        at most (see :class:`genq.Doorbell`)."""
+        return Doorbell(self, block)
+
+    def outbox(self, group: str) -> OutboxGroup:
+        """The consumer group ``group`` on this queue's dead-letter outbox."""
+        return OutboxGroup(self, group)
 
     # -- dead letters --------------------------------------------------------------------------
 
@@ -483,3 +524,26 @@ class Queue(QueueBase):
             on_error=on_error,
             presence=presence,
         )
+
+    # -- reading a job's stream as written -----------------------------------------------------
+
+    async def events_range(
+        self, job_id: str, after: str | None = None, upto: str = "+", count: int | None = None
+    ) -> list[StreamEntry]:
+        """The job's stream entries strictly after ``after`` (None: from the first retained)
+        up to the entry id ``upto`` included (``+``: the newest), at most ``count`` of them,
+        undecoded (:meth:`StreamEntry.event` decodes one)."""
+        cursor = None if after is None else check_cursor(after)
+        return await read_range(self.redis, self.keys.events(job_id), cursor, upto, count)
+
+    async def retained_events(self, job_id: str) -> tuple[int, list[StreamEntry]] | None:
+        """(the ordinal of the first, every retained entry of the job's stream); ``(0, [])``
+        for an empty stream. An entry's ordinal is its rank among all the entries ever added
+        to the stream: it only grows, across restarts and trims. None when the stream kept
+        changing (restarts, trims) through several consistent reads: try again later."""
+        return await read_retained(self.redis, self.keys.events(job_id))
+
+    async def event_ordinal(self, job_id: str, entry_id: str) -> int | None:
+        """The ordinal of ``entry_id`` if it is (still) the first entry of the job's stream
+        (a ``restarted`` entry is, when it is written); None otherwise."""
+        return await first_ordinal(self.redis, self.keys.events(job_id), entry_id)

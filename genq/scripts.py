@@ -2,9 +2,10 @@
 
 Each state change is one file in ``genq/lua``. ``_lib.lua`` holds the helpers the scripts share;
 since Redis has no include, the ones a script uses (and the ones those use) are spliced into it,
-each just before the first of its top-level statements that needs it. Only those, and only
-there: the server makes a script's helpers anew on every call, and defining every helper cost
-each call about as much as two ``redis.call`` commands.
+each just before the first of its top-level statements that needs it (:func:`compose`;
+docs/ARCHITECTURE.md, "Lua helpers: included at load time"). Only those, and only
+there: the server makes a script's helpers anew on every call, so defining every helper would
+make each call pay for helpers it never runs (docs/KNOWN_LIMITS.md has the count).
 ``register_script`` loads each once and reloads it after a server restart (NOSCRIPT).
 """
 
@@ -128,14 +129,32 @@ def statements(body: str) -> list[str]:
     return ["".join(lines[a:b]) for a, b in zip(starts, ends, strict=True) if a < b]
 
 
-@cache
-def source(name: str) -> str:
-    """The script's text with the helpers it needs spliced in (made once per process: every
-    queue's ``Scripts`` registers the same texts). Each helper goes in just before the first
-    top-level statement that reaches it, in ``_lib.lua``'s order: the server makes a helper
-    when the script runs past its definition, so a call that returns early does not pay for
-    the helpers of the statements it never reaches."""
-    text = (resources.files("genq") / "lua" / f"{name}.lua").read_text()
+CALL = re.compile(r"(?<![\w.:])([A-Za-z_]\w*)\s*\(")
+STRING = re.compile(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"")
+LOCALS = re.compile(r"\blocal[ \t]+(?:function[ \t]+)?([\w \t,]+)")
+NOT_CALLS = frozenset(
+    {"and", "or", "not", "if", "elseif", "while", "until", "return", "in", "function"}
+    | {"tonumber", "tostring", "type", "pairs", "ipairs", "unpack", "next", "select", "error"}
+    | {"pcall", "assert", "setmetatable", "getmetatable", "rawget", "rawset", "xpcall"}
+)
+"""Lua's keywords before a parenthesis, and the plain functions of the server's Lua."""
+
+
+def undefined_calls(lua: str) -> set[str]:
+    """The names ``lua`` calls that it does not define as a local (strings and comments left
+    out), apart from Lua's own functions: a misspelt or unknown helper."""
+    code = STRING.sub("''", COMMENT.sub("", lua))
+    local = {w for names in LOCALS.findall(code) for w in WORD.findall(names)}
+    return set(CALL.findall(code)) - local - NOT_CALLS
+
+
+def compose(text: str) -> str:
+    """A script's text with the ``_lib.lua`` helpers it reaches spliced in, each once, just
+    before the first top-level statement that reaches it, in ``_lib.lua``'s order: the server
+    makes a helper when the script runs past its definition, so a call that returns early does
+    not pay for the helpers of the statements it never reaches. A call of a name that neither
+    the script nor ``_lib.lua`` defines raises ValueError here rather than on the server,
+    where a path the tests miss would fail only when it runs."""
     shebang, _, body = text.partition("\n")
     preamble, pieces = helpers()
     made: set[str] = set()
@@ -145,7 +164,17 @@ def source(name: str) -> str:
         out += [piece for n, piece in pieces.items() if n in needed]
         out.append(statement)
         made |= needed
-    return "".join(out)
+    composed = "".join(out)
+    if unknown := undefined_calls(composed):
+        raise ValueError(f"the script calls {sorted(unknown)}, which _lib.lua does not define")
+    return composed
+
+
+@cache
+def source(name: str) -> str:
+    """``genq/lua/<name>.lua`` composed (:func:`compose`), once per process: every queue's
+    ``Scripts`` registers the same texts."""
+    return compose((resources.files("genq") / "lua" / f"{name}.lua").read_text())
 
 
 class Script(AsyncScript):

@@ -12,8 +12,9 @@ instead: each call is written as soon as it is made, so the server runs one call
 producer makes the next. One connection: the server runs the calls in the order they were
 made.
 
-On a Cluster client, or one holding a single connection of its own, the calls are made first and
-sent with :func:`genq.cluster.run_pipelined`.
+On a Cluster client, one holding a single connection of its own, or with genq's redis-py patches
+off (another redis-py than the tested one: :mod:`genq._redis_patches`), the calls are made first
+and sent with :func:`genq.cluster.run_pipelined`.
 A lost connection (or a reply that never came) is handled by the client's own retry policy, as
 for a pipeline: the connection is dropped and every call made so far is sent again before the
 rest. A NOSCRIPT loads the script and sends every call again. Both are safe: every genq script
@@ -33,6 +34,7 @@ from redis.asyncio.connection import AbstractConnection
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, ResponseError
 
+from ._redis_patches import patched
 from .cluster import Call, run_pipelined
 from .connection import RedisClient
 
@@ -74,9 +76,9 @@ async def run_one(
 
 def pooled(redis: Any) -> TypeGuard[Redis]:
     """Whether ``redis`` is a single node's client drawing on its pool (not a Cluster client,
-    a pipeline, or a client holding one connection of its own): what :func:`run_streamed`
-    writes to directly."""
-    return _single_node_client(redis.__class__) and not redis.single_connection_client
+    a pipeline, or a client holding one connection of its own) and genq's redis-py patches
+    are on (:mod:`genq._redis_patches`): what :func:`run_streamed` writes to directly."""
+    return patched() and _single_node_client(redis.__class__) and not redis.single_connection_client
 
 
 @cache

@@ -459,11 +459,11 @@ class Worker:
 class SettleBatches:
     """A worker's settles, sent in batches that form by themselves: a settle goes out at once
     when none is in flight; those that arrive while one is in flight go together next, in one
-    pipeline, each still its own ``settle.lua`` call. An idle worker settles as before; a busy
-    one pays one round trip, and redis-py's per-call work once, for many jobs (a drain of
-    no-op jobs ran 1.2x faster). Transient errors retry the whole batch (``settle.lua`` is
-    safe to run twice); an error reply sends that batch's settles again one by one, so only
-    the settle it belongs to fails."""
+    pipeline, each still its own ``settle.lua`` call. An idle worker's settle goes out alone and
+    at once; a busy one pays one round trip, and redis-py's per-call work once, for many jobs
+    (``bench/queue.py --only drain``; docs/KNOWN_LIMITS.md). Transient errors retry the whole
+    batch (``settle.lua`` is safe to run twice); an error reply sends that batch's settles
+    again one by one, so only the settle it belongs to fails."""
 
     def __init__(self, queue: QueueBase, within: float) -> None:
         self.queue = queue

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal, NoReturn
 
 import typer
 
@@ -12,38 +12,27 @@ if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
 
 app = typer.Typer(help="genq: durable AI generations.", no_args_is_help=True)
-keys_app = typer.Typer(help="Manage API keys (stored hashed in Redis).", no_args_is_help=True)
-app.add_typer(keys_app, name="keys")
-jobs_app = typer.Typer(
-    help="Follow or cancel a generation; with --queue (admin key) list and operate a queue's "
+
+
+def group(name: str, summary: str) -> typer.Typer:
+    """A ``genq NAME`` group of commands, ``summary`` its help."""
+    commands = typer.Typer(help=summary, no_args_is_help=True)
+    app.add_typer(commands, name=name)
+    return commands
+
+
+ADMIN_HTTP = "admin key; HTTP: GENQ_URL, GENQ_API_KEY"
+keys_app = group("keys", "Manage API keys (stored hashed in Redis).")
+jobs_app = group(
+    "jobs",
+    "Follow or cancel a generation; with --queue (admin key) list and operate a queue's "
     "jobs (HTTP: GENQ_URL, GENQ_API_KEY).",
-    no_args_is_help=True,
 )
-app.add_typer(jobs_app, name="jobs")
-dead_app = typer.Typer(
-    help="Dead-lettered generations (admin key; HTTP: GENQ_URL, GENQ_API_KEY).",
-    no_args_is_help=True,
-)
-app.add_typer(dead_app, name="dead")
-cooldown_app = typer.Typer(
-    help="A provider queue's pause after a 429 (admin key; HTTP: GENQ_URL, GENQ_API_KEY).",
-    no_args_is_help=True,
-)
-app.add_typer(cooldown_app, name="cooldown")
-tenants_app = typer.Typer(
-    help="Disable or enable a tenant as a whole (Redis: GENQ_REDIS_URL).", no_args_is_help=True
-)
-app.add_typer(tenants_app, name="tenants")
-budgets_app = typer.Typer(
-    help="Tenants' spending limits in USD (admin key; HTTP: GENQ_URL, GENQ_API_KEY).",
-    no_args_is_help=True,
-)
-app.add_typer(budgets_app, name="budgets")
-alerts_app = typer.Typer(
-    help="Dead-letter alert deliveries to webhooks (admin key; HTTP: GENQ_URL, GENQ_API_KEY).",
-    no_args_is_help=True,
-)
-app.add_typer(alerts_app, name="alerts")
+dead_app = group("dead", f"Dead-lettered generations ({ADMIN_HTTP}).")
+cooldown_app = group("cooldown", f"A provider queue's pause after a 429 ({ADMIN_HTTP}).")
+tenants_app = group("tenants", "Disable or enable a tenant as a whole (Redis: GENQ_REDIS_URL).")
+budgets_app = group("budgets", f"Tenants' spending limits in USD ({ADMIN_HTTP}).")
+alerts_app = group("alerts", f"Dead-letter alert deliveries to webhooks ({ADMIN_HTTP}).")
 
 Watch = Annotated[bool, typer.Option("--watch", "-w", help="Stream the job until it ends")]
 ProgressBar = Annotated[
@@ -227,6 +216,34 @@ def jobs_list(
     )
 
 
+def _operate(
+    action: Literal["cancel", "retry", "delete"],
+    queue: str,
+    ids: list[str] | None,
+    *,
+    all_: bool,
+    status: str | None,
+    tenant: str | None,
+    reason: str | None,
+    yes: bool,
+) -> NoReturn:
+    """Runs ``jobs cancel|retry|delete --queue``: the operator's commands share one option set."""
+    from .jobs import act
+
+    raise typer.Exit(
+        act(
+            action,
+            queue,
+            ids or [],
+            all_=all_,
+            status=status,
+            tenant=tenant,
+            reason=reason,
+            yes=yes,
+        )
+    )
+
+
 @jobs_app.command("cancel")
 def jobs_cancel(
     ids: JobIds = None,
@@ -241,81 +258,46 @@ def jobs_cancel(
 ) -> None:
     """Cancel a generation of yours; with --queue, any tenant's ids or --all --status
     (waiting, scheduled, active). Exit 1 if some had already finished."""
-    from .jobs import act, cancel
+    from .jobs import cancel
     from .support import fail
 
     if queue is None:
         if all_ or status or tenant or reason or len(ids or []) != 1:
             fail("without --queue, give exactly one id (your own generation)")
         raise typer.Exit(cancel((ids or [""])[0]))
-    raise typer.Exit(
-        act(
-            "cancel",
-            queue,
-            ids or [],
-            all_=all_,
-            status=status,
-            tenant=tenant,
-            reason=reason,
-            yes=yes,
+    _operate("cancel", queue, ids, all_=all_, status=status, tenant=tenant, reason=reason, yes=yes)
+
+
+def _operator_command(action: Literal["retry", "delete"], doc: str) -> None:
+    """Registers ``genq jobs ACTION``, whose --queue is required."""
+
+    def command(
+        queue: JobQueue,
+        ids: JobIds = None,
+        all_: AllJobs = False,
+        status: StatusOpt = None,
+        tenant: TenantOpt = None,
+        reason: Reason = None,
+        yes: Yes = False,
+    ) -> None:
+        _operate(
+            action, queue, ids, all_=all_, status=status, tenant=tenant, reason=reason, yes=yes
         )
-    )
+
+    command.__doc__ = doc
+    jobs_app.command(action)(command)
 
 
-@jobs_app.command("retry")
-def jobs_retry(
-    queue: JobQueue,
-    ids: JobIds = None,
-    all_: AllJobs = False,
-    status: StatusOpt = None,
-    tenant: TenantOpt = None,
-    reason: Reason = None,
-    yes: Yes = False,
-) -> None:
+_operator_command(
+    "retry",
     """Put failed or cancelled generations back in line, same ids (admin key): ids, or --all
-    --status (failed, cancelled, dead). Exit 1 if some could not be retried."""
-    from .jobs import act
-
-    raise typer.Exit(
-        act(
-            "retry",
-            queue,
-            ids or [],
-            all_=all_,
-            status=status,
-            tenant=tenant,
-            reason=reason,
-            yes=yes,
-        )
-    )
-
-
-@jobs_app.command("delete")
-def jobs_delete(
-    queue: JobQueue,
-    ids: JobIds = None,
-    all_: AllJobs = False,
-    status: StatusOpt = None,
-    tenant: TenantOpt = None,
-    reason: Reason = None,
-    yes: Yes = False,
-) -> None:
+    --status (failed, cancelled, dead). Exit 1 if some could not be retried.""",
+)
+_operator_command(
+    "delete",
     """Delete finished generations for good (admin key): ids, or --all --status (completed,
-    failed, cancelled, dead). Exit 1 if some had not finished."""
-    from .jobs import act
-
-    raise typer.Exit(
-        act(
-            "delete",
-            queue,
-            ids or [],
-            all_=all_,
-            status=status,
-            tenant=tenant,
-            reason=reason,
-            yes=yes,
-        )
-    )
+    failed, cancelled, dead). Exit 1 if some had not finished.""",
+)
 
 
 @app.command()
@@ -397,28 +379,24 @@ def dead_list(
     raise typer.Exit(show_dead(queue, count, as_json))
 
 
-@dead_app.command("retry")
-def dead_retry(
-    ids: Annotated[list[str] | None, typer.Argument(help="Generation ids")] = None,
-    all_: Annotated[bool, typer.Option("--all", help="Every dead job")] = False,
-    queue: QueueOpt = None,
-) -> None:
-    """Put dead generations back in their queue with fresh attempts."""
-    from .queues import dead_apply
+def _dead_command(action: Literal["retry", "purge"], doc: str) -> None:
+    """Registers ``genq dead ACTION``: the same ids, --all and --queue for both."""
 
-    raise typer.Exit(dead_apply("retry", ids or [], all_, queue))
+    def command(
+        ids: Annotated[list[str] | None, typer.Argument(help="Generation ids")] = None,
+        all_: Annotated[bool, typer.Option("--all", help="Every dead job")] = False,
+        queue: QueueOpt = None,
+    ) -> None:
+        from .queues import dead_apply
+
+        raise typer.Exit(dead_apply(action, ids or [], all_, queue))
+
+    command.__doc__ = doc
+    dead_app.command(action)(command)
 
 
-@dead_app.command("purge")
-def dead_purge(
-    ids: Annotated[list[str] | None, typer.Argument(help="Generation ids")] = None,
-    all_: Annotated[bool, typer.Option("--all", help="Every dead job")] = False,
-    queue: QueueOpt = None,
-) -> None:
-    """Delete dead generations for good."""
-    from .queues import dead_apply
-
-    raise typer.Exit(dead_apply("purge", ids or [], all_, queue))
+_dead_command("retry", "Put dead generations back in their queue with fresh attempts.")
+_dead_command("purge", "Delete dead generations for good.")
 
 
 @dead_app.command("watch")

@@ -118,33 +118,23 @@ def dead_apply(action: str, ids: list[str], all_: bool, queue: str | None) -> in
 
 def dead_watch(count: int | None) -> int:
     """Prints each dead-letter notice (one JSON line, with its queue) as it is published."""
-    from genq import Keys, connect
-    from genq.cluster import open_pubsub
-    from genq.events import text
+    from genq import DeadLetterWatch, Queue, connect
 
     settings = CommonSettings()
-    channels = {
-        Keys(p.queue_prefix).dead_letters: name for name, p in settings.routing().providers.items()
-    }
+    names = {p.queue_prefix: name for name, p in settings.routing().providers.items()}
 
     async def go() -> int:
         redis = connect(settings.redis_url)
         try:
-            pubsub = await open_pubsub(redis)
-            try:
-                await pubsub.subscribe(*channels)
-                typer.echo(f"watching {len(channels)} queue(s) for dead letters", err=True)
+            queues = [Queue(redis, prefix) for prefix in names]
+            async with DeadLetterWatch(queues) as watch:
+                typer.echo(f"watching {len(queues)} queue(s) for dead letters", err=True)
                 seen = 0
                 while count is None or seen < count:
-                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                    if message is None:
-                        continue
-                    notice = json.loads(message["data"])
-                    typer.echo(json.dumps({"queue": channels[text(message["channel"])], **notice}))
+                    queue, notice = await anext(watch)
+                    typer.echo(json.dumps({"queue": names[queue.prefix], **notice}))
                     seen += 1
                 return 0
-            finally:
-                await pubsub.aclose()
         finally:
             await redis.aclose()
 

@@ -34,7 +34,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from genq import TERMINAL, JobStatus, Queue
+from genq import TERMINAL, JobState, Queue, job_states
 from genq.events import text
 
 from .keys import GatewayKeys
@@ -366,25 +366,18 @@ async def _finished(
         provider = job_id.rpartition(".")[0]
         for name in [provider] if provider in queues else queues:
             wanted[name].append(job_id)
-    state: dict[str, tuple[str, int] | None] = dict.fromkeys(ids)
-    for name, mine in wanted.items():
-        if not mine:
-            continue
-        queue = queues[name]
-        async with queue.redis.pipeline(transaction=False) as pipe:
-            for job_id in mine:
-                pipe.hmget(queue.keys.job(job_id), "status", "finished_at")
-            replies = await pipe.execute()
-        for job_id, (status, finished) in zip(mine, replies, strict=True):
-            if status is not None:
-                state[job_id] = (text(status), int(text(finished)) if finished else 0)
+    pairs = [(queues[name], job_id) for name, mine in wanted.items() for job_id in mine]
+    state: dict[str, JobState | None] = dict.fromkeys(ids)
+    for (_, job_id), found in zip(pairs, await job_states(pairs), strict=True):
+        if found is not None:
+            state[job_id] = found
     done = []
     for job_id, found in state.items():
         if found is None:
             done.append(job_id)  # checked against the reservation's age by the caller
             continue
-        status, finished_ms = found
-        if JobStatus(status) in TERMINAL and finished_ms < older_than_ms:
+        finished_ms = (found.finished_at or 0) * 1000
+        if found.status in TERMINAL and finished_ms < older_than_ms:
             done.append(job_id)
     return done
 

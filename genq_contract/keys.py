@@ -2,9 +2,11 @@
 
 Two kinds:
 
-- keys under a provider queue's hash tag (``Keys.extra``), so they follow the queue to its
-  Cluster slot: the count of provider 429s (workers INCR it, the gateway's ``/metrics`` reads
-  it) and the queue-depth history of the operations chart (every gateway process samples it);
+- keys under a provider queue's hash tag, so they follow the queue to its Cluster slot: the
+  count of provider 429s (a named counter of the queue: workers ``Queue.count`` it, the
+  gateway's ``/metrics`` reads ``Queue.counter``) and the queue-depth history of the
+  operations chart (every gateway process samples it into ``Queue.extra_key`` keys with a
+  script of its own: that data is the gateway's, genq never touches it);
 - the gateway's own keys under the queue namespace: API keys (``genq keys`` writes them, the
   gateway reads them), per-tenant rate buckets, daily counts and in-flight sets, budget
   accounts (the gateway reserves, workers hold and charge), the operations audit log, the
@@ -17,17 +19,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from genq import Keys
+from genq import Queue
+
+PROVIDER_429S = "metrics:provider_429_total"
+"""The queue's named counter (``Queue.count``, ``Queue.counter``) of its provider's 429s."""
 
 
-def provider_429_counter(queue: Keys) -> str:
-    """string: the number of 429 answers the queue's provider gave (an INCR per answer)."""
-    return queue.extra("metrics:provider_429_total")
+def provider_429_counter(queue: Queue) -> str:
+    """string: the key :data:`PROVIDER_429S` is counted in (stored data: its name is kept)."""
+    return queue.extra_key(PROVIDER_429S)
 
 
-def history_keys(queue: Keys) -> tuple[str, str]:
+def history_keys(queue: Queue) -> tuple[str, str]:
     """hashes: per time step, the queue's peak depth and its longest wait (the chart)."""
-    return queue.extra("history:depth"), queue.extra("history:wait")
+    return queue.extra_key("history:depth"), queue.extra_key("history:wait")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ is kept. No single 429 pauses the queue for more than ``max_cooldown`` (``GENQ_M
 429 still waits the whole Retry-After, but one answer (a garbled header, a provider bug, a
 request that provoked it) cannot stop every tenant's jobs for hours. An admin clears a cooldown
 early with ``DELETE /v1/queues/{name}/cooldown`` (``genq cooldown clear``). Every 429 is also
-counted under the queue (``genq_contract.keys.provider_429_counter``) for metrics.
+counted under the queue (``genq_contract.keys.PROVIDER_429S``) for metrics.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from tenacity import (
 )
 
 from genq import Queue
-from genq_contract.keys import provider_429_counter
+from genq_contract.keys import PROVIDER_429S
 from providers.errors import RateLimitedError
 
 log = logging.getLogger("providers.limits")
@@ -56,7 +56,7 @@ async def note_rate_limit(
     try:
         async for attempt in _redis_retrying():
             with attempt:
-                await queue.redis.incr(provider_429_counter(queue.keys))
+                await queue.count(PROVIDER_429S)
         pause = min(error.retry_after or 0.0, max_cooldown)
         if not error.provider_wide or pause <= 0:
             return None

@@ -1,7 +1,8 @@
 """Worker processes and watchers shared by the process-level tests (single node and cluster).
 
-A test starts ``worker_process`` scripts as real child processes, waits for the JSON markers
-they print (never for a guessed time) and forces failures with signals.
+A test starts ``tests/genq/worker_process.py`` (on a single node or a cluster) as real child
+processes, waits for the JSON markers they print (never for a guessed time) and forces failures
+with signals.
 """
 
 from __future__ import annotations
@@ -86,6 +87,32 @@ def _matches(marker: dict[str, Any], match: dict[str, Any]) -> bool:
 Spawn = Callable[..., Awaitable[WorkerProcess]]
 
 
+async def launch(
+    module: str,
+    name: str,
+    base_args: list[str],
+    options: dict[str, Any],
+    stderr: Path,
+    **popen: Any,
+) -> WorkerProcess:
+    """Starts ``python -m module --name NAME`` with ``base_args``, then each option as
+    ``--option value``; its stderr goes to the file ``stderr``. Does not wait for its ready
+    marker. ``popen``: more arguments for the process (``preexec_fn``)."""
+    args = [sys.executable, "-m", module, "--name", name, *base_args]
+    for key, value in options.items():
+        args += [f"--{key.replace('_', '-')}", str(value)]
+    with stderr.open("wb") as err:
+        proc = await asyncio.create_subprocess_exec(
+            *args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=err,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            **popen,
+        )
+    return WorkerProcess(proc, name, stderr)
+
+
 @contextlib.asynccontextmanager
 async def worker_processes(
     module: str, base_args: list[str], tmp_path: Path
@@ -94,19 +121,7 @@ async def worker_processes(
     started: list[WorkerProcess] = []
 
     async def start(name: str, **options: Any) -> WorkerProcess:
-        args = [sys.executable, "-m", module, "--name", name, *base_args]
-        for key, value in options.items():
-            args += [f"--{key.replace('_', '-')}", str(value)]
-        stderr = tmp_path / f"{name}.stderr"
-        with stderr.open("wb") as err:
-            proc = await asyncio.create_subprocess_exec(
-                *args,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=err,
-                cwd=ROOT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        worker = WorkerProcess(proc, name, stderr)
+        worker = await launch(module, name, base_args, options, tmp_path / f"{name}.stderr")
         started.append(worker)
         await worker.expect("ready")
         return worker

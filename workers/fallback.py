@@ -215,8 +215,7 @@ class Fallbacks:
         only handed back leaves the child to its next attempt."""
         try:
             async with asyncio.timeout(CANCEL_TIMEOUT):
-                flag = await job.queue.redis.hget(job.queue.keys.job(job.id), "cancel_requested")
-                if flag in (b"1", "1"):
+                if await job.queue.cancel_requested(job.id):
                     await queue.cancel(child_id)
         except Exception:
             log.exception("job %s: could not cancel its fallback %s", job.id, child_id)

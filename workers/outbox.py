@@ -1,13 +1,13 @@
 """Reading the provider queues' dead-letter outboxes through one consumer group.
 
-The script that dead-letters a job appends its notice to the queue's outbox stream
-(``genq.Keys.outbox``). Every worker process reads every provider queue's outbox in the consumer
-group ``alerts`` (created at the stream's start, so notices written before any worker ever ran
-are read too), each under a consumer name of its own: an entry goes to ONE process. The process
-hands the entry to its handler, then XACKs it. An entry read but never acked (the process was
-killed in between, or its handler failed) stays pending; any process takes it over with
-XAUTOCLAIM once it has been pending ``claim_after`` seconds, so nothing is lost. Handlers must
-be idempotent: a taken-over entry may have been handled already.
+The script that dead-letters a job appends its notice to the queue's outbox stream (read
+through :meth:`genq.Queue.outbox`). Every worker process reads every provider queue's outbox
+in the consumer group ``alerts`` (created at the stream's start, so notices written before any
+worker ever ran are read too), each under a consumer name of its own: an entry goes to ONE
+process. The process hands the entry to its handler, then XACKs it. An entry read but never
+acked (the process was killed in between, or its handler failed) stays pending; any process
+takes it over with XAUTOCLAIM once it has been pending ``claim_after`` seconds, so nothing is
+lost. Handlers must be idempotent: a taken-over entry may have been handled already.
 
 Consumers that left (nothing pending, idle over ``PRUNE_IDLE``) are deleted from the group now
 and then, so restarts do not pile them up.
@@ -31,9 +31,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from genq import OutboxEntry, OutboxGroup, Queue
 from genq.cancellation import cancel_and_wait, raise_if_cancelled
 from genq.events import text
-from genq.keys import Keys
 
 log = logging.getLogger("workers.outbox")
 
@@ -52,10 +52,6 @@ class Source:
 
     name: str
     prefix: str
-
-    @property
-    def stream(self) -> str:
-        return Keys(self.prefix).outbox
 
 
 Handler = Callable[[Source, str, dict[str, Any]], Awaitable[None]]
@@ -89,6 +85,9 @@ class OutboxReader:
         (keep it under the client's socket timeout)."""
         self.redis = redis
         self.sources = list(sources)
+        self._groups = {
+            source: Queue(redis, source.prefix).outbox(GROUP) for source in self.sources
+        }
         self.handle = handle
         self.consumer = consumer or consumer_name()
         self.claim_after = claim_after
@@ -156,21 +155,15 @@ class OutboxReader:
     async def ensure_group(self, source: Source) -> None:
         """Creates the group at the stream's start (id 0): notices written before any reader
         existed are read too. An existing group is left as it is."""
-        try:
-            await self.redis.xgroup_create(source.stream, GROUP, id="0", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        await self._groups[source].create()
         self._groups_made += 1
         if self._groups_made >= len(self.sources):
             self._ready.set()
 
     async def read(self, source: Source) -> None:
         """Reads new entries (waiting up to ``block``) and processes them."""
-        answer = await self.redis.xreadgroup(
-            GROUP, self.consumer, {source.stream: ">"}, count=self.batch, block=self.block_ms
-        )
-        for _, entries in _streams(answer):
+        entries = await self._groups[source].read(self.consumer, self.batch, self.block_ms)
+        if entries:
             await self.process(source, entries)
 
     async def claim(self, source: Source) -> None:
@@ -178,15 +171,9 @@ class OutboxReader:
         failed) and processes them."""
         start = "0-0"
         for _ in range(CLAIM_PAGES):
-            answer = await self.redis.xautoclaim(
-                source.stream,
-                GROUP,
-                self.consumer,
-                int(self.claim_after * 1000),
-                start_id=start,
-                count=self.batch,
+            start, entries = await self._groups[source].claim(
+                self.consumer, int(self.claim_after * 1000), start, self.batch
             )
-            start, entries = text(answer[0]), answer[1]
             if entries:
                 log.warning(
                     "taking over %d dead-letter notice(s) of %s left pending",
@@ -197,12 +184,11 @@ class OutboxReader:
             if start == "0-0":
                 return
 
-    async def process(self, source: Source, entries: list[Any]) -> None:
+    async def process(self, source: Source, entries: list[OutboxEntry]) -> None:
         """Hands each entry to the handler, then acks the ones it took (all, unless one
         failed: that one and those after it stay pending)."""
         done = []
         for entry_id, fields in entries:
-            entry_id = text(entry_id)
             if fields is None:  # trimmed while pending (Redis 6.2 reports it so)
                 done.append(entry_id)
                 continue
@@ -220,30 +206,18 @@ class OutboxReader:
             await self.ack(source, done)
 
     async def ack(self, source: Source, entry_ids: list[str]) -> None:
-        await self.redis.xack(source.stream, GROUP, *entry_ids)
+        await self._groups[source].ack(entry_ids)
 
     async def prune(self, source: Source) -> None:
         """Deletes consumers that hold nothing and have been idle over ``PRUNE_IDLE``."""
-        for consumer in await self.redis.xinfo_consumers(source.stream, GROUP):
-            info = {text(k): v for k, v in consumer.items()}
-            name = text(info.get("name", ""))
-            idle_ms = int(info.get("idle", 0) or 0)  # since its last read, even an empty one
+        group: OutboxGroup = self._groups[source]
+        for consumer in await group.consumers():
             if (
-                name != self.consumer
-                and not int(info.get("pending", 0))
-                and (idle_ms > PRUNE_IDLE * 1000)
+                consumer.name != self.consumer
+                and not consumer.pending
+                and consumer.idle_ms > PRUNE_IDLE * 1000
             ):
-                await self.redis.xgroup_delconsumer(source.stream, GROUP, name)
-
-
-def _streams(answer: Any) -> list[tuple[Any, list[Any]]]:
-    """XREADGROUP's answer as (stream, entries) pairs, in RESP2 (a list) or RESP3 (a dict)."""
-    if not answer:
-        return []
-    if isinstance(answer, dict):
-        return [(stream, value[0] if value and isinstance(value[0], list) else value)
-                for stream, value in answer.items()]  # fmt: skip
-    return [(stream, entries) for stream, entries in answer]
+                await group.remove_consumer(consumer.name)
 
 
 def _notice(fields: dict[Any, Any]) -> dict[str, Any] | None:

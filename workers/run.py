@@ -201,9 +201,9 @@ async def wait_for_redis(redis: RedisClient, within: float) -> None:
 
 
 def freeze_heap() -> None:
-    """Moves everything allocated so far (LiteLLM's ~200 MB of modules) out of the collector's
-    sight: a full collection then skips it, which cut the worker's GC pauses from ~300 ms to
-    ~40 ms with 64 streams running (bench/workers.py). Call once, after the imports."""
+    """Moves everything allocated so far (LiteLLM's large module graph) out of the collector's
+    sight: a full collection then skips it, so the worker's GC pauses stay short with many
+    streams running (bench/workers.py; docs/KNOWN_LIMITS.md). Call once, after the imports."""
     gc.collect()
     gc.freeze()
 

@@ -9,23 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Header
-
 from genq_contract.routing import ModelNotAllowedError
 
 from ..auth import Principal
 from ..deps import Gateway, OwnedJob, load_owned_job
-from ..schemas import IDEMPOTENCY_KEY_PATTERN, GenerationRequest
+from ..schemas import GenerationRequest, idempotency_key_header
 from ..submit import submit
 from .errors import model_not_found
 
 IdempotencyKey = Annotated[
     str | None,
-    Header(
-        alias="Idempotency-Key",
-        pattern=IDEMPOTENCY_KEY_PATTERN,
-        description="The same key and body re-attach to the same generation",
-    ),
+    idempotency_key_header("The same key and body re-attach to the same generation"),
 ]
 
 

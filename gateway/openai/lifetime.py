@@ -16,12 +16,11 @@ from collections.abc import AsyncGenerator, AsyncIterator
 
 from fastapi import Request
 
-from genq import TERMINAL, Job
+from genq import TERMINAL, Job, ViewerLagged
 
 from ..deps import Gateway, OwnedJob
 from ..disconnect import unless_disconnected
 from ..routes.generations import wait_for_end
-from ..tail import ViewerLagged
 
 _cancels: set[asyncio.Task[bool]] = set()
 

@@ -17,10 +17,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from genq import Event, Job, JobStatus, visible_text
+from genq import Event, Job, JobStatus, StreamEntry, visible_text
 from genq_contract.result import read_result
 
-from ..tail import Entry
 from .schemas import BACKGROUND_KEY
 
 RESPONSE_PREFIX = "resp_"
@@ -57,7 +56,7 @@ def payload_of(job: Job) -> dict[str, Any]:
     return job.payload if isinstance(job.payload, dict) else {}
 
 
-def text_of(entries: Iterable[Entry]) -> str:
+def text_of(entries: Iterable[StreamEntry]) -> str:
     """What a viewer shows: the chunks of the current attempt (genq's one rule). A chunk
     whose data is not text (pushed before events were checked) shows nothing."""
     events = (Event(e.id, e.type, json.loads(e.data)) for e in entries)

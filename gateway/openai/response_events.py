@@ -26,10 +26,9 @@ import json
 from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
-from genq import Job, Queue
+from genq import Job, Queue, StreamEntry
 
 from ..deps import Gateway, OwnedJob
-from ..tail import Entry
 from .lifetime import CUT, StreamCut
 from .numbering import numbered, retained
 from .objects import (
@@ -75,7 +74,7 @@ def preamble(job: Job) -> list[Event]:
     ]
 
 
-def entry_events(job: Job, entry: Entry) -> list[Event]:
+def entry_events(job: Job, entry: StreamEntry) -> list[Event]:
     """The events of a non-terminal entry."""
     where = {"item_id": item_id(job.id), "output_index": 0, "content_index": 0}
     if entry.type == "chunk":
@@ -141,14 +140,13 @@ async def response_stream(
     the response ends; at ``until`` (the event loop's time) the stream ends with
     :func:`cut_event` and :class:`StreamCut` (``goes_on``: the response outlives it)."""
     job, queue = owned.job, owned.queue
-    key = queue.keys.events(job.id)
     opening = preamble(job)
     for chunk in numbered_events(opening[:PREAMBLE_SENT_AT_ONCE], 0, after):
         yield chunk
     opened = False
     ended = False
     following = PREAMBLE_SENT_AT_ONCE  # the number after the last one given out
-    entries = numbered(gateway.tails[owned.provider], queue.redis, key, job.id, until)
+    entries = numbered(gateway.tails[owned.provider], queue, job.id, until)
     async with contextlib.aclosing(entries):
         async for batch in entries:
             if not batch:
@@ -186,5 +184,5 @@ async def current_text(queue: Queue, job: Job) -> str:
     text = result_of(job).get("text")
     if isinstance(text, str):
         return text
-    items = await retained(queue.redis, queue.keys.events(job.id))
+    items = await retained(queue, job.id)
     return text_of(item.entry for item in items)

@@ -22,14 +22,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 
-from genq import TERMINAL
+from genq import TERMINAL, CursorRefused, Tail, ViewerLagged, entry_order
 from genq.events import check_cursor
 
 from ..deps import GatewayDep, JobId, JobTenantDep, OwnedJob, load_owned_job
 from ..errors import BadRequest
 from ..schemas import ERRORS
 from ..sse import Ending, stream_slot
-from ..tail import CursorRefused, Tail, ViewerLagged, order_of
 
 router = APIRouter(tags=["generations"], responses=ERRORS)
 
@@ -53,7 +52,7 @@ def parse_cursor(value: str | None, source: str) -> str | None:
 def later_cursor(a: str | None, b: str | None) -> str | None:
     if a is None or b is None:
         return a or b
-    return a if order_of(a) >= order_of(b) else b
+    return a if entry_order(a) >= entry_order(b) else b
 
 
 @router.get(
@@ -100,7 +99,7 @@ async def _start(owned: OwnedJob, cursor: str | None) -> tuple[bool, str | None]
         return False, None
     last = await owned.queue.last_event(owned.job.id)
     newest = last.id if last else "0-0"
-    past_end = cursor is not None and order_of(cursor) >= order_of(newest)
+    past_end = cursor is not None and entry_order(cursor) >= entry_order(newest)
     if finished and (last is None or past_end):
         return True, cursor
     return False, newest if past_end else cursor
@@ -123,7 +122,7 @@ async def _stream(
                     continue
                 if batch[-1].terminal:
                     ending.begin()
-                yield batch[0].sse if len(batch) == 1 else b"".join([e.sse for e in batch])
+                yield batch[0].framed if len(batch) == 1 else b"".join([e.framed for e in batch])
     except ViewerLagged:
         return  # the client reconnects with Last-Event-ID and catches up from Redis
     except CursorRefused:

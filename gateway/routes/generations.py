@@ -7,10 +7,10 @@ import asyncio
 import contextlib
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import ValidationError
 
-from genq import TERMINAL, Event, Job, JobStatus
+from genq import TERMINAL, Event, Job, JobStatus, Tail
 from genq.cancellation import cancel_and_wait
 
 from ..budgets import release_if_never_ran
@@ -28,7 +28,6 @@ from ..errors import BadRequest, NotFound
 from ..records import newest_first, position, to_generation
 from ..schemas import (
     ERRORS,
-    IDEMPOTENCY_KEY_PATTERN,
     BatchCreated,
     BatchItem,
     BatchItemFailed,
@@ -39,33 +38,26 @@ from ..schemas import (
     GenerationList,
     GenerationRequest,
     WatchToken,
+    enqueue_answers,
+    idempotency_key_header,
 )
 from ..submit import answer_created, created, submit
 from ..submit_batch import submit_many
-from ..tail import Tail
 
 router = APIRouter(prefix="/v1/generations", tags=["generations"], responses=ERRORS)
+ReplayKey = Annotated[
+    str | None,
+    idempotency_key_header("Replays with the same key and body return the same generation"),
+]
 
 
-@router.post(
-    "",
-    status_code=202,
-    response_model=GenerationCreated,
-    responses={200: {"model": GenerationCreated, "description": "An Idempotency-Key replay"}},
-)
+@router.post("", **enqueue_answers(GenerationCreated))
 async def create_generation(
     body: GenerationRequest,
     gateway: GatewayDep,
     principal: PrincipalDep,
     response: Response,
-    idempotency_key: Annotated[
-        str | None,
-        Header(
-            alias="Idempotency-Key",
-            pattern=IDEMPOTENCY_KEY_PATTERN,
-            description="Replays with the same key and body return the same generation",
-        ),
-    ] = None,
+    idempotency_key: ReplayKey = None,
 ) -> GenerationCreated:
     """Enqueues a generation (202), or returns the one this Idempotency-Key made (200)."""
     submitted = await submit(gateway, principal, body, idempotency_key)

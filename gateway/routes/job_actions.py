@@ -212,13 +212,7 @@ async def _existing(gateway: Gateway, name: str, queue: Queue, ids: list[str]) -
             continue
         if provider == name:
             mine.append(job_id)
-    if not mine:
-        return []
-    async with queue.redis.pipeline(transaction=False) as pipe:  # one slot: the queue's tag
-        for job_id in mine:
-            pipe.exists(queue.keys.job(job_id))
-        found = await pipe.execute()
-    return [job_id for job_id, n in zip(mine, found, strict=True) if n]
+    return await queue.existing(mine)
 
 
 async def _snapshot(queue: Queue, status: str | None, tenant: str | None) -> list[str]:

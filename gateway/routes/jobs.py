@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Query, Response
 
 from genq import Job, JobStatus, Queue
 from genq_contract.payload import payload_fields
@@ -25,16 +25,15 @@ from ..ops_schemas import (
     JobCounts,
 )
 from ..records import position, to_generation
-from ..schemas import (
-    ERRORS,
-    IDEMPOTENCY_KEY_PATTERN,
-    AdminGeneration,
-)
+from ..schemas import ERRORS, AdminGeneration, enqueue_answers, idempotency_key_header
 from ..submit import answer_created, submit
 from ..tenant_warnings import unknown_tenant
 from .queues import QueueName
 
 router = APIRouter(tags=["operations"], responses=ERRORS)
+TenantReplayKey = Annotated[
+    str | None, idempotency_key_header("As on POST /v1/generations, scoped to the body's tenant")
+]
 
 STATUSES = frozenset({s.value for s in JobStatus} | {"dead"})
 MODEL_SCAN_PAGE = 200
@@ -199,26 +198,14 @@ async def load_queue_job(gateway: Gateway, name: str, job_id: str) -> tuple[Queu
 # -- enqueue on a tenant's behalf --------------------------------------------------------------
 
 
-@router.post(
-    "/v1/queues/{name}/jobs",
-    status_code=202,
-    response_model=AdminGenerationCreated,
-    responses={200: {"model": AdminGenerationCreated, "description": "An Idempotency-Key replay"}},
-)
+@router.post("/v1/queues/{name}/jobs", **enqueue_answers(AdminGenerationCreated))
 async def enqueue_job(
     name: QueueName,
     body: AdminGenerationRequest,
     gateway: GatewayDep,
     principal: AdminDep,
     response: Response,
-    idempotency_key: Annotated[
-        str | None,
-        Header(
-            alias="Idempotency-Key",
-            pattern=IDEMPOTENCY_KEY_PATTERN,
-            description="As on POST /v1/generations, scoped to the body's tenant",
-        ),
-    ] = None,
+    idempotency_key: TenantReplayKey = None,
 ) -> AdminGenerationCreated:
     """Enqueues a generation for ``tenant`` exactly as that tenant's POST /v1/generations would
     (validation, its limits, replays); the model must run on this queue. The watch token is

@@ -121,7 +121,7 @@ class HeldJob:
                 raise Forbidden(FOREIGN)
             return await call(self.queue, held.inner)
         except JobLeaseLostError:
-            if not await self.queue.redis.exists(self.queue.keys.job(self.id)):
+            if not await self.queue.existing([self.id]):
                 raise NotFound(f"no job {self.id!r} in queue {self.name!r}") from None
             raise Conflict(STALE) from None
 

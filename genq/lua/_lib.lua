@@ -9,9 +9,9 @@ end
 
 -- The same clock as digits, for a script that only writes it: the seconds, then the first three
 -- of the microseconds' six. No arithmetic: reading TIME's strings as numbers and writing the
--- sum back as text cost an enqueue 5,800 of its 142,000 instructions. Two helpers, not one
--- derived from the other: now_ms as tonumber(now_digits()) cost every emit, pick and settle
--- 3,000 instructions more.
+-- sum back as text is a share of every enqueue that the digits avoid. Two helpers, not one
+-- derived from the other: now_ms as tonumber(now_digits()) would make every emit, pick and
+-- settle read text as a number again (docs/KNOWN_LIMITS.md has the counts).
 local function now_digits()
   local t = redis.call('TIME')
   return t[1] .. string.sub('00000' .. t[2], -6, -4)
@@ -83,8 +83,8 @@ local function pad_ms(digits)
 end
 
 -- A rank (a whole number) zero-padded to 16 digits. '%d' formats Lua's number as a 64-bit
--- integer: every digit kept, and cheaper than '%.0f'. Constant formats: building one per call
--- cost an enqueue 5,000 instructions.
+-- integer: every digit kept, and cheaper than '%.0f'. Constant formats: a format built per call
+-- is Lua string work that every enqueue would pay for.
 local function pad_rank(n)
   return string.format('%016d', n)
 end
@@ -165,7 +165,7 @@ with its record: finish() files them in expiry under the record's expiry, and pi
 the due ones. ]]
 
 -- A function rather than a table of the three: a script makes its helpers on every call, and
--- a table cost 1,600 instructions where a function costs 400.
+-- a table costs several times as much to make as a function.
 local function finished(status)
   return status == 'completed' or status == 'failed' or status == 'cancelled'
 end

@@ -49,7 +49,8 @@ Events: none.
 ]]
 
 -- A job's rank: its priority's band, then its place in the sequence (FIFO within a priority).
--- The priority is compared as text first: reading a number from text costs 2,600 instructions.
+-- The priority is compared as text first: reading a number from text costs more than the
+-- comparison, and the default priority needs no number.
 local function rank_of(priority, n)
   local band = 1000e12
   if priority ~= '0' then
@@ -84,8 +85,8 @@ end
 
 -- One new job, straight through, sent with only the keys and arguments it needs: fewer values
 -- to read, and it returns before the items' path makes its inner functions and the helpers
--- only that path uses. On Redis 7 it costs the server about 94,500 instructions, where the
--- same enqueue through the items' path cost 135,800 (bench/script_cost.py).
+-- only that path uses: the server does markedly less work than for the same enqueue through
+-- the items' path (bench/script_cost.py counts it; docs/KNOWN_LIMITS.md).
 if #KEYS <= 5 then  -- the items' shape sends 12 or more
   local job = KEYS[4]
   local id, key = ARGV[1], ARGV[6] or ''

@@ -53,7 +53,7 @@ async def watchers() -> AsyncIterator[list[Watcher]]:
 async def spawn(cluster_url: str, tmp_path: Path) -> AsyncIterator[Spawn]:
     """``spawn(name, prefix, **options)``: a worker process on the cluster, killed at the end."""
     async with worker_processes(
-        "tests.cluster.worker_process", ["--url", cluster_url], tmp_path
+        "tests.genq.worker_process", ["--redis-url", cluster_url], tmp_path
     ) as start:
 
         async def start_on(name: str, prefix: str, **options: Any) -> WorkerProcess:

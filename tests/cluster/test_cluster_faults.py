@@ -1,6 +1,6 @@
 """Faults on a real Redis Cluster: a worker process killed mid-stream, a master going down.
 
-The worker-kill test runs ``tests/cluster/worker_process.py`` as separate processes and waits for
+The worker-kill test runs ``tests/genq/worker_process.py`` as separate processes and waits for
 the markers they print, never for a guessed amount of time.
 """
 

@@ -19,7 +19,7 @@ from redis.crc import key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-import genq.connection
+import genq._redis_patches
 from genq.connection import (
     DEFAULTS,
     LeanConnectionPool,
@@ -215,7 +215,7 @@ async def test_connect_plain_pool_runs_redis_pys_own_checkout_when_its_metrics_a
     try:
         assert await client.ping() is True
         assert taken == []  # metrics off (the default): genq's checkout alone
-        monkeypatch.setattr(genq.connection, "_metrics_on", lambda: True)
+        monkeypatch.setattr(genq._redis_patches, "_metrics_on", lambda: True)
         assert await client.ping() is True
         assert taken == ["get", "release"]
     finally:

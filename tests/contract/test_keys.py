@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from genq import Keys
+import redis.asyncio as aioredis
+
+from genq import Queue
 from genq_contract.keys import GatewayKeys, history_keys, provider_429_counter
 
 
@@ -15,7 +17,7 @@ def test_keys_gateway_names_are_the_ones_deployments_hold() -> None:
 
 
 def test_keys_per_queue_ones_share_the_queues_hash_tag() -> None:
-    queue = Keys("gen:openai")
+    queue = Queue(aioredis.Redis(), "gen:openai")  # never connects: names only
     for key in (provider_429_counter(queue), *history_keys(queue)):
         assert key.startswith("{gen:openai}:")
     assert provider_429_counter(queue) == "{gen:openai}:x:metrics:provider_429_total"

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from genq import ActiveJob, Event, JobNotFoundError, Queue
 from genq._calls import activate_call, presence_call, reclaim_call, settle_call
 from genq._reserve import pick
-from tests.processes import WorkerProcess
+from tests.processes import WorkerProcess, launch
 from workers.lifetime import die_with_parent
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,20 +115,10 @@ async def spawn_worker_process(
     name: str, redis_url: str, prefix: str, stderr: Path, **options: Any
 ) -> WorkerProcess:
     """Starts ``tests/genq/worker_process.py`` (dies with this process) and waits for ready."""
-    args = [sys.executable, "-m", WORKER_MODULE, "--name", name]
-    args += ["--redis-url", redis_url, "--prefix", prefix]
-    for key, value in options.items():
-        args += [f"--{key.replace('_', '-')}", str(value)]
-    with stderr.open("wb") as err:
-        proc = await asyncio.create_subprocess_exec(
-            *args,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=err,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            preexec_fn=die_with_parent,
-        )
-    worker = WorkerProcess(proc, name, stderr)
+    base_args = ["--redis-url", redis_url, "--prefix", prefix]
+    worker = await launch(
+        WORKER_MODULE, name, base_args, options, stderr, preexec_fn=die_with_parent
+    )
     await worker.expect("ready")
     return worker
 

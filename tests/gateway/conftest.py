@@ -33,6 +33,12 @@ KEY_BETA = "key-beta-51d0e2"
 KEY_ADMIN = "key-admin-c4e8b1"
 MODELS = ["demo/fast", "other/model"]
 PROVIDERS = ("demo", "other")
+TENANT_KEYS: dict[str, Any] = {
+    f"sha256:{hash_key(KEY_ALPHA)}": "alpha",
+    f"sha256:{hash_key(KEY_BETA)}": "beta",
+    f"sha256:{hash_key(KEY_ADMIN)}": {"tenant": "ops", "admin": True},
+}
+"""The API keys every gateway test has: two tenants' and an admin's (GENQ_API_KEYS' form)."""
 
 
 def make_settings(redis_url: str, namespace: str, **overrides: Any) -> Settings:
@@ -42,11 +48,7 @@ def make_settings(redis_url: str, namespace: str, **overrides: Any) -> Settings:
         "queue_namespace": namespace,
         "secret": SECRET,
         "models": MODELS,
-        "api_keys": {
-            f"sha256:{hash_key(KEY_ALPHA)}": "alpha",
-            f"sha256:{hash_key(KEY_BETA)}": "beta",
-            f"sha256:{hash_key(KEY_ADMIN)}": {"tenant": "ops", "admin": True},
-        },
+        "api_keys": TENANT_KEYS,
         "tenant_rate": 1000.0,
         "tenant_burst": 1000,
         "tenant_max_in_flight": 1000,
@@ -119,28 +121,22 @@ def client_for(live: LiveGateway, key: str | None) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=live.url, headers=headers, timeout=20)
 
 
-@pytest.fixture
-async def alpha(live: LiveGateway) -> AsyncIterator[httpx.AsyncClient]:
-    async with client_for(live, KEY_ALPHA) as client:
-        yield client
+def key_client(name: str, key: str | None) -> Any:
+    """A fixture called ``name``: an HTTP client of the live gateway sending ``key`` (None:
+    no Authorization header)."""
+
+    @pytest.fixture(name=name)
+    async def client(live: LiveGateway) -> AsyncIterator[httpx.AsyncClient]:
+        async with client_for(live, key) as http:
+            yield http
+
+    return client
 
 
-@pytest.fixture
-async def beta(live: LiveGateway) -> AsyncIterator[httpx.AsyncClient]:
-    async with client_for(live, KEY_BETA) as client:
-        yield client
-
-
-@pytest.fixture
-async def admin(live: LiveGateway) -> AsyncIterator[httpx.AsyncClient]:
-    async with client_for(live, KEY_ADMIN) as client:
-        yield client
-
-
-@pytest.fixture
-async def anon(live: LiveGateway) -> AsyncIterator[httpx.AsyncClient]:
-    async with client_for(live, None) as client:
-        yield client
+alpha = key_client("alpha", KEY_ALPHA)
+beta = key_client("beta", KEY_BETA)
+admin = key_client("admin", KEY_ADMIN)
+anon = key_client("anon", None)
 
 
 # -- the scripted worker ------------------------------------------------------------------------

@@ -52,7 +52,7 @@ async def test_metrics_report_queues_viewers_and_counters(
     watching = asyncio.create_task(read_stream(alpha, waiting["id"]))
     await wait_until(lambda: live.gateway.tails["demo"].viewers == 1)
     queue = queue_for(redis, prefix)
-    await redis.incrby(provider_429_counter(queue.keys), 3)
+    await redis.incrby(provider_429_counter(queue), 3)
 
     text = (await admin.get("/metrics")).text
     for line in (

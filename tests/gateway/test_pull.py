@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -19,10 +18,10 @@ from genq_contract.access import Access, key_id_of
 from .conftest import (
     KEY_ADMIN,
     KEY_ALPHA,
-    KEY_BETA,
-    LiveGateway,
+    TENANT_KEYS,
     client_for,
     create,
+    key_client,
     make_settings,
     queue_for,
     read_stream,
@@ -40,9 +39,7 @@ def worker_key_settings(redis_url: str, prefix: str) -> Settings:
         redis_url,
         prefix,
         api_keys={
-            f"sha256:{hash_key(KEY_ALPHA)}": "alpha",
-            f"sha256:{hash_key(KEY_BETA)}": "beta",
-            f"sha256:{hash_key(KEY_ADMIN)}": {"tenant": "ops", "admin": True},
+            **TENANT_KEYS,
             f"sha256:{hash_key(KEY_WORKER)}": {
                 "tenant": "gpu",
                 "worker": True,
@@ -62,10 +59,7 @@ def settings(redis_url: str, prefix: str) -> Settings:
     return worker_key_settings(redis_url, prefix)
 
 
-@pytest.fixture
-async def worker(live: LiveGateway) -> AsyncIterator[httpx.AsyncClient]:
-    async with client_for(live, KEY_WORKER) as client:
-        yield client
+worker = key_client("worker", KEY_WORKER)
 
 
 async def pull(client: httpx.AsyncClient, queue: str = "demo", **body: Any) -> list[dict[str, Any]]:

@@ -3,7 +3,6 @@ nack errors, receipts bound to the key that pulled. A live gateway, real Redis."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -14,12 +13,9 @@ from gateway.settings import Settings
 from genq import JobStatus
 
 from .conftest import (
-    KEY_ADMIN,
-    KEY_ALPHA,
-    KEY_BETA,
-    LiveGateway,
-    client_for,
+    TENANT_KEYS,
     create,
+    key_client,
     make_settings,
     queue_for,
     read_stream,
@@ -51,25 +47,15 @@ def settings(redis_url: str, prefix: str) -> Settings:
         redis_url,
         prefix,
         api_keys={
-            f"sha256:{hash_key(KEY_ALPHA)}": "alpha",
-            f"sha256:{hash_key(KEY_BETA)}": "beta",
-            f"sha256:{hash_key(KEY_ADMIN)}": {"tenant": "ops", "admin": True},
+            **TENANT_KEYS,
             f"sha256:{hash_key(KEY_WORKER)}": {"tenant": "gpu", **worker},
             f"sha256:{hash_key(KEY_SECOND_WORKER)}": {"tenant": "gpu", **worker},
         },
     )
 
 
-@pytest.fixture
-async def worker(live: LiveGateway) -> AsyncIterator[httpx.AsyncClient]:
-    async with client_for(live, KEY_WORKER) as client:
-        yield client
-
-
-@pytest.fixture
-async def second_worker(live: LiveGateway) -> AsyncIterator[httpx.AsyncClient]:
-    async with client_for(live, KEY_SECOND_WORKER) as client:
-        yield client
+worker = key_client("worker", KEY_WORKER)
+second_worker = key_client("second_worker", KEY_SECOND_WORKER)
 
 
 async def readers_answer(

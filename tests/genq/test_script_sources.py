@@ -8,7 +8,16 @@ import re
 
 import pytest
 
-from genq.scripts import COMMENT, NAMES, helpers, names_in, source, statements
+from genq.scripts import (
+    COMMENT,
+    NAMES,
+    compose,
+    helpers,
+    names_in,
+    source,
+    statements,
+    undefined_calls,
+)
 
 
 def defined(text: str) -> set[str]:
@@ -29,6 +38,41 @@ def test_a_script_gets_every_helper_it_reaches_and_no_other(name: str) -> None:
         reached |= frontier
         frontier = set().union(*(names_in(pieces[n]) for n in frontier)) & pieces.keys() - reached
     assert have == reached
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_compose_splices_each_helper_once(name: str) -> None:
+    _, pieces = helpers()
+    text = source(name)
+    for helper in defined(text):
+        assert text.count(pieces[helper]) == 1, helper
+
+
+def test_compose_splices_a_helper_before_the_statement_that_first_uses_it() -> None:
+    text = compose("#!lua name=t\nlocal a = 1\n-- the clock\nlocal b = now_ms()\nreturn b\n")
+    assert text.index("local a = 1") < text.index("local function now_ms")
+    assert text.index("local function now_ms") < text.index("-- the clock\nlocal b = now_ms()")
+
+
+def test_compose_fails_loudly_on_a_call_of_an_unknown_helper() -> None:
+    with pytest.raises(ValueError, match=r"\['now_msec'\]"):
+        compose("#!lua name=t\nlocal a = now_msec()\nreturn a\n")
+
+
+def test_undefined_calls_leave_out_locals_lua_functions_methods_strings_and_comments() -> None:
+    lua = (
+        "local function f(x) return tostring(x) end\n"
+        "local g, h = 1, 2\n"
+        "-- gone(1)\n"
+        "redis.call('GET', 'k(1)')\n"
+        "return f(g), string.format('%d', h), cjson.encode({}), missing(1)\n"
+    )
+    assert undefined_calls(lua) == {"missing"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_compose_every_script_calls_only_what_it_defines(name: str) -> None:
+    assert undefined_calls(source(name)) == set()
 
 
 def test_helpers_reached_only_through_another_helper_are_spliced_in() -> None:

@@ -1,4 +1,4 @@
-"""A genq worker as a real process, for the process-level fault tests.
+"""A genq worker as a real process, for the process-level tests (single node and cluster).
 
 The handler streams ``<name>:tok1 ``, ``<name>:tok2 ``... (``payload["chunks"]`` of them, one
 every ``--delay`` seconds), waits ``--linger`` seconds, and returns ``{"worker", "attempt",
@@ -17,7 +17,8 @@ instead of sleeping:
     {"ev": "exit"}                      stop() returned; the process exits 0
 
 Run from the repository root, as a module, so that ``genq`` is this checkout's:
-``python -m tests.genq.worker_process --redis-url URL --prefix P --name A [options]``.
+``python -m tests.genq.worker_process --redis-url URL --prefix P --name A [options]``; a
+``redis+cluster://`` URL runs it on a Redis Cluster.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from genq import ActiveJob, JobLeaseLostError, Queue
+from genq.connection import RedisClient, connect, is_cluster_url
 from genq.worker import PRESENCE_SECONDS
 
 
@@ -42,9 +44,17 @@ def report(ev: str, **fields: Any) -> None:
     print(json.dumps({"ev": ev, "pid": os.getpid(), **fields}), flush=True)
 
 
+def client_for(url: str) -> RedisClient:
+    """genq's cluster client for a cluster URL; for a single node redis-py's own client, the
+    one an application hands to ``Queue``."""
+    if is_cluster_url(url):
+        return connect(url)
+    return aioredis.Redis.from_url(url)
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--redis-url", required=True)
+    p.add_argument("--redis-url", required=True, help="redis:// or redis+cluster://")
     p.add_argument("--prefix", required=True)
     p.add_argument("--name", required=True, help="tags every chunk and the result")
     p.add_argument("--lease", type=float, default=2.0)
@@ -67,7 +77,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 async def main(args: argparse.Namespace) -> None:
-    client = aioredis.Redis.from_url(args.redis_url)
+    client = client_for(args.redis_url)
     queue = Queue(client, prefix=args.prefix, lease=args.lease)
 
     async def clean_up(ids: dict[str, Any]) -> None:

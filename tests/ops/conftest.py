@@ -9,13 +9,11 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 
-import pytest
+from tests.gateway.conftest import live, settings
 
-from gateway.settings import Settings
-from tests.gateway.conftest import LiveGateway, make_settings
+__all__ = ["live", "settings"]  # the gateway tests' live gateway, for the CLI to talk to
 
 GENQ = [sys.executable, "-m", "genq_cli"]
 
@@ -25,17 +23,6 @@ class Result:
     code: int
     out: str
     err: str
-
-
-@pytest.fixture
-def settings(redis_url: str, prefix: str) -> Settings:
-    return make_settings(redis_url, prefix)
-
-
-@pytest.fixture
-def live(settings: Settings) -> Iterator[LiveGateway]:
-    with LiveGateway(settings) as gateway:
-        yield gateway
 
 
 def cli_env(url: str, key: str | None, **extra: str) -> dict[str, str]:

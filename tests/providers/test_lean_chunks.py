@@ -17,7 +17,8 @@ from litellm.integrations.custom_logger import CustomLogger
 from litellm.types.utils import Delta, ModelResponseStream, StreamingChoices
 
 from providers import _lean_streams
-from providers._litellm import litellm, set_lean_streams
+from providers._litellm import litellm
+from providers._litellm_patches import set_patched
 from providers.litellm_adapter import stream_chat
 
 KEY = "sk-test-0123456789abcdefghij"
@@ -26,11 +27,11 @@ BASE = "http://provider.test/v1"
 
 @contextlib.contextmanager
 def stock_litellm() -> Iterator[None]:
-    set_lean_streams(False)
+    set_patched(False)
     try:
         yield
     finally:
-        assert set_lean_streams(True)
+        assert set_patched(True)
 
 
 def state(model: Any) -> dict[str, Any]:

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import tomllib
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import pytest
 from litellm.integrations.custom_logger import CustomLogger
+from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
 
-from providers._litellm import LEAN_STREAMS, PINNED_VERSION, litellm
+import providers._litellm_patches as patches
+from providers._litellm import litellm
+from providers._litellm_patches import TESTED_VERSIONS, patched
 from providers.litellm_adapter import Delta, stream_chat
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,8 +37,8 @@ def test_switches_target_the_litellm_the_project_pins() -> None:
     """They replace private LiteLLM methods: an upgrade must re-check them (and move the pin)."""
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     pins = [d for d in pyproject["project"]["optional-dependencies"]["worker"] if "litellm" in d]
-    assert pins == [f"litellm=={PINNED_VERSION}"]
-    assert LEAN_STREAMS
+    assert pins == [f"litellm=={TESTED_VERSIONS['litellm']}"]
+    assert patched()
 
 
 async def test_stream_still_carries_text_and_finish_reason() -> None:
@@ -82,3 +88,26 @@ async def test_silence_counts_only_the_wait_for_the_provider() -> None:
             texts.append(delta.text)
             await asyncio.sleep(0.3)
     assert len("".join(texts).split()) == 3
+
+
+async def test_litellm_patches_another_litellm_turns_them_off_with_one_warning_and_streams_work(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    patched_creator = CustomStreamWrapper.model_response_creator
+    monkeypatch.setitem(patches.TESTED_VERSIONS, "litellm", "0.0.1")
+    try:
+        with caplog.at_level(logging.WARNING, logger="providers"):
+            assert patches.check() is False
+        assert [r.getMessage() for r in caplog.records] == [
+            f"litellm {version('litellm')} is not the tested 0.0.1: genq's LiteLLM patches are "
+            "off; LiteLLM's own per-chunk bookkeeping runs (slower streams)"
+        ]
+        assert not patched() and patches.set_patched(True) is False
+        assert CustomStreamWrapper.model_response_creator is not patched_creator
+        deltas = await collect({"demo_tokens": 12})
+        assert len("".join(d.text for d in deltas).split()) == 12
+        assert [d.finish_reason for d in deltas if d.finish_reason] == ["stop"]
+    finally:
+        monkeypatch.undo()
+        assert patches.check()
+    assert CustomStreamWrapper.model_response_creator is patched_creator

@@ -18,7 +18,7 @@ def queue(redis: Any, prefix: str) -> Queue:
 
 
 async def counted(queue: Queue) -> int:
-    return int(await queue.redis.get(provider_429_counter(queue.keys)) or 0)
+    return int(await queue.redis.get(provider_429_counter(queue)) or 0)
 
 
 async def test_provider_wide_429_pauses_the_queue_for_every_worker(queue: Queue) -> None:

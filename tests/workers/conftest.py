@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from genq import Event, Queue
+from tests.fakes.fixtures import fake_openai
 from tests.fakes.litellm_warnings import ignore_litellm_warnings
 from tests.fakes.openai_server import FakeOpenAI
 from workers.run import WorkerProcess
 from workers.settings import WorkerSettings
+
+__all__ = ["fake_openai"]  # shared with the other folders that run LiteLLM
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -22,9 +25,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture
-def fake_openai() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(default_tokens=5) as server:
-        yield server
+def demo_queue(redis: Any, prefix: str) -> Queue:
+    """The demo provider's queue of the workers this test runs (``<prefix>-gen:demo``)."""
+    return Queue(redis, prefix=f"{prefix}-gen:demo")
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,3 +73,32 @@ class WorkerChild:
         self._reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._reader
+
+
+@contextlib.asynccontextmanager
+async def worker_children(
+    redis_url: str, prefix: str, args: Sequence[str] = ("-m", "workers"), **base_env: str
+) -> AsyncIterator[Callable[..., Awaitable[WorkerChild]]]:
+    """``start(**env)``: a worker command on the test's queues (``<prefix>-gen``, the demo
+    provider) with ``base_env`` and then ``env``; every child is killed at the end."""
+    started: list[WorkerChild] = []
+
+    async def start(**env: str) -> WorkerChild:
+        child = await WorkerChild.spawn(
+            {
+                "GENQ_REDIS_URL": redis_url,
+                "GENQ_QUEUE_NAMESPACE": f"{prefix}-gen",
+                "GENQ_MODELS": "demo/*",
+                **base_env,
+                **env,
+            },
+            args=args,
+        )
+        started.append(child)
+        return child
+
+    try:
+        yield start
+    finally:
+        for child in started:
+            await child.close()

@@ -124,7 +124,7 @@ async def test_rate_limit_waits_retry_after_while_other_providers_flow(
     assert len(later) == 2
     assert min(later) >= 3.0  # neither job was reserved before the cooldown ended
     assert (await openai.get(first.id)).attempt == 2
-    assert int(await redis.get(provider_429_counter(openai.keys))) == 1
+    assert int(await redis.get(provider_429_counter(openai))) == 1
 
 
 async def test_bad_request_fails_after_one_attempt(start_workers, fake_openai) -> None:

@@ -14,7 +14,7 @@ from genq import Queue, visible_text
 from providers.demo import DemoScript
 from tests.faults.invariants import check_invariants
 from tests.workers.conftest import events_of
-from tests.workers.processes import WorkerChild
+from tests.workers.processes import WorkerChild, worker_children
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -23,29 +23,14 @@ pytestmark = pytest.mark.timeout(60)
 async def spawn(
     redis_url: str, prefix: str
 ) -> AsyncIterator[Callable[..., Awaitable[WorkerChild]]]:
-    children: list[WorkerChild] = []
+    async with worker_children(redis_url, prefix) as start_child:
 
-    async def start(**env: str) -> WorkerChild:
-        child = await WorkerChild.spawn(
-            {
-                "GENQ_REDIS_URL": redis_url,
-                "GENQ_QUEUE_NAMESPACE": f"{prefix}-gen",
-                "GENQ_MODELS": "demo/*",
-                **env,
-            }
-        )
-        children.append(child)
-        await child.wait_for_log("serving provider demo")
-        return child
+        async def start(**env: str) -> WorkerChild:
+            child = await start_child(**env)
+            await child.wait_for_log("serving provider demo")
+            return child
 
-    yield start
-    for child in children:
-        await child.close()
-
-
-@pytest.fixture
-def demo_queue(redis: Any, prefix: str) -> Queue:
-    return Queue(redis, prefix=f"{prefix}-gen:demo")
+        yield start
 
 
 async def first_chunk(queue: Queue, job_id: str) -> None:

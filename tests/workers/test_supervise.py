@@ -20,7 +20,7 @@ import pytest
 
 from genq import Job, Queue
 from tests.workers.conftest import events_of
-from tests.workers.processes import WorkerChild
+from tests.workers.processes import WorkerChild, worker_children
 from tests.workers.test_process import first_chunk
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
@@ -34,30 +34,12 @@ SERVING = "serving provider demo"
 async def supervisor(
     redis_url: str, prefix: str
 ) -> AsyncIterator[Callable[..., Awaitable[WorkerChild]]]:
-    started: list[WorkerChild] = []
-
-    async def start(**env: str) -> WorkerChild:
-        child = await WorkerChild.spawn(
-            {
-                "GENQ_REDIS_URL": redis_url,
-                "GENQ_QUEUE_NAMESPACE": f"{prefix}-gen",
-                "GENQ_MODELS": "demo/*",
-                "GENQ_PROVIDER_CONCURRENCY": "demo=1",
-                **env,
-            },
-            args=SUPERVISOR,
-        )
-        started.append(child)
-        return child
-
-    yield start
-    for child in started:
-        await child.close()  # SIGKILL: its children die with it
-
-
-@pytest.fixture
-def demo_queue(redis: Any, prefix: str) -> Queue:
-    return Queue(redis, prefix=f"{prefix}-gen:demo")
+    # Killing the supervisor (SIGKILL) at the end kills its children with it.
+    children = worker_children(
+        redis_url, prefix, args=SUPERVISOR, GENQ_PROVIDER_CONCURRENCY="demo=1"
+    )
+    async with children as start:
+        yield start
 
 
 def generation(prompt: str, tokens: int = 20, delay_ms: int = 100) -> dict[str, Any]:

@@ -1,10 +1,13 @@
-"""The shared tail: one Redis reader per queue feeds every SSE viewer of that queue.
+"""The shared tail: one Redis reader per queue feeds every viewer of that queue's job streams.
 
-A blocking XREAD per viewer would hold one Redis connection per viewer and make Redis wake every
-viewer's connection for every token. Instead, per gateway process and per queue, one task blocks
-in a single ``XREAD BLOCK ... STREAMS k1 k2 ... id1 id2 ...`` over every job stream that has
-viewers, on a connection of its own, and fans each entry out in memory. Redis connections stay
-constant however many viewers there are.
+A viewer is whatever follows a job's stream as it is written: the gateway's SSE streams and
+its waits. A blocking XREAD per viewer would hold one Redis connection per viewer and make
+Redis wake every viewer's connection for every token. Instead, per process and per queue,
+one task blocks in a single ``XREAD BLOCK ... STREAMS k1 k2 ... id1 id2 ...`` over every job
+stream that has viewers, on a connection of its own, and fans each entry out in memory. Redis
+connections stay constant however many viewers there are. The tail yields
+:class:`genq.StreamEntry` objects, decoded once and shared by every viewer; the server's
+framing of each (SSE bytes) is made once too, by the ``frame`` function it gives.
 
 Joining without a gap or a duplicate. For each followed stream the reader keeps a
 :class:`Channel` holding the id of the last entry it read (its cursor). A viewer with cursor C
@@ -39,30 +42,35 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError, ResponseError
 
-from genq import Keys
-from genq.cancellation import cancel_and_wait
-from genq.events import check_cursor
-
-from .channel import Channel, CursorRefused, Entry, Viewer, ViewerLagged, as_text, order_of
+from ._channel import Channel, Viewer
+from ._stream_reads import read_range
+from .cancellation import cancel_and_wait
+from .events import StreamEntry, check_cursor, entry_order, read_entry, text
 
 if TYPE_CHECKING:
-    from .readers import ReaderLink
+    from ._reader_link import ReaderLinks
+    from .queue import Queue
 
-log = logging.getLogger("gateway.tail")
+log = logging.getLogger("genq.tail")
 
 BACKFILL_PAGE = 500
 
-__all__ = ["CursorRefused", "Entry", "Tail", "ViewerLagged", "order_of"]
-
 
 class Tail:
-    """The shared reader of one queue's job streams. ``follow`` is what a viewer iterates."""
+    """The shared reader of one queue's job streams. ``follow`` is what a follower iterates.
+
+    ``reader_links`` makes the reader's own connection (:func:`genq.reader_links`). ``frame``,
+    when given, turns each entry into the bytes a server sends (``StreamEntry.framed``), once
+    for all followers. ``block`` (seconds) is the longest XREAD BLOCK; ``batch`` the entries
+    per read; ``idle_check`` how often quiet streams are checked for a vanished job;
+    ``heartbeat`` how long a quiet stream waits before its followers get an empty batch;
+    ``pace`` the least time between two reads while entries flow; ``max_lag`` how many entries
+    a follower may fall behind before :class:`ViewerLagged`."""
 
     def __init__(
         self,
-        redis: Any,
-        keys: Keys,
-        reader_links: Callable[[], Awaitable[ReaderLink]],
+        queue: Queue,
+        reader_links: ReaderLinks,
         *,
         block: float = 5.0,
         batch: int = 500,
@@ -70,10 +78,13 @@ class Tail:
         heartbeat: float = 15.0,
         pace: float = 0.01,
         max_lag: int = 20_000,
+        frame: Callable[[StreamEntry], bytes] | None = None,
     ) -> None:
-        self.redis = redis
-        self.keys = keys
+        self.queue = queue
+        self.redis = queue.redis
+        self.keys = queue.keys
         self._reader_links = reader_links
+        self._frame = frame
         self._block_ms = max(1, int(block * 1000))
         self._batch = batch
         self._idle_check = idle_check
@@ -124,7 +135,7 @@ class Tail:
 
     async def follow(
         self, job_id: str, after: str | None = None, *, until: float | None = None
-    ) -> AsyncGenerator[list[Entry], None]:
+    ) -> AsyncGenerator[list[StreamEntry], None]:
         """Yields batches of the job's entries strictly after ``after``, in order, once each.
 
         An empty batch now and then (every ``heartbeat`` seconds) means "nothing new": time
@@ -134,7 +145,7 @@ class Tail:
         viewer fell too far behind.
         """
         cursor = check_cursor(after or "0-0")
-        last = order_of(cursor)
+        last = entry_order(cursor)
         channel = self._channels.get(job_id)
         backfill_to: str | None = None
         if channel is None:
@@ -186,18 +197,24 @@ class Tail:
             if not channel.viewers and self._channels.get(job_id) is channel:
                 del self._channels[job_id]
 
-    async def _range(self, job_id: str, after: str, upto: str) -> AsyncIterator[list[Entry]]:
+    async def _range(self, job_id: str, after: str, upto: str) -> AsyncIterator[list[StreamEntry]]:
         key = self.keys.events(job_id)
         cursor = after
         while True:
-            raw = await self.redis.xrange(key, f"({cursor}", upto, count=BACKFILL_PAGE)
-            if not raw:
+            batch = await read_range(self.redis, key, cursor, upto, BACKFILL_PAGE)
+            if not batch:
                 return
-            batch = [Entry.from_redis(i, f) for i, f in raw]
+            self._framed(batch)
             yield batch
-            if len(raw) < BACKFILL_PAGE or batch[-1].terminal:
+            if len(batch) < BACKFILL_PAGE or batch[-1].terminal:
                 return
             cursor = batch[-1].id
+
+    def _framed(self, entries: list[StreamEntry]) -> None:
+        frame = self._frame
+        if frame is not None:
+            for entry in entries:
+                entry.framed = frame(entry)
 
     # -- the reader ----------------------------------------------------------------------------
 
@@ -263,7 +280,7 @@ class Tail:
                 await self._wake.wait()
                 continue
             if self._reader is None:
-                link = await self._reader_links()
+                link = await self._reader_links(self.keys.tag)
                 self._reader, self._unblock_reader = link.reader, link.unblock
                 self._reader_id = int(await self._reader.client_id())
             if busy:
@@ -313,7 +330,7 @@ class Tail:
     def _deliver(self, snapshot: dict[str, Channel], streams: dict[str, str], reply: Any) -> None:
         by_key = {self.keys.events(job_id): c for job_id, c in snapshot.items()}
         for raw_key, raw_entries in reply:
-            key = as_text(raw_key)
+            key = text(raw_key)
             channel = by_key.get(key)
             # A channel dropped (or replaced) while the read was in flight gets nothing: a
             # replacement started from its own cursor, which this read did not use. Nor does
@@ -324,10 +341,11 @@ class Tail:
                 or streams[key] != channel.cursor
             ):
                 continue
-            entries = [Entry.from_redis(i, f) for i, f in raw_entries]
+            entries = [read_entry(i, f) for i, f in raw_entries]
             fresh = [e for e in entries if e.order > channel.cursor_order]
             if not fresh:
                 continue
+            self._framed(fresh)
             channel.publish(fresh)
             if channel.closed:
                 del self._channels[channel.job_id]

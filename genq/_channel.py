@@ -1,71 +1,18 @@
-"""One followed job stream, as the shared tail holds it in memory.
+"""One followed job stream, as the shared tail (:mod:`genq._tail`) holds it in memory.
 
-An :class:`Entry` is encoded as SSE bytes once, whatever the number of viewers. A
-:class:`Channel` keeps the entries the reader published and not yet taken by every viewer;
-viewers wait on it and take what is new since their last look.
+A :class:`Channel` keeps the entries the reader published and not yet taken by every viewer;
+viewers wait on it and take what is new since their last look. Each entry is one object,
+whatever the number of viewers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 import time
-from typing import Any
 
-from genq_contract.events import TERMINAL_EVENTS
-from genq_contract.spend import Usage
+from .events import StreamEntry, entry_order
 
-Order = tuple[int, int]
 TRIM_AT = 512
-SSE_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-"""The only line breaks of SSE. ``str.splitlines()`` also splits on U+2028, U+2029, U+0085 and
-a few C0 controls, which model output may carry: it would cut a ``data:`` JSON in two."""
-
-
-def order_of(entry_id: str) -> Order:
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
-
-
-def as_text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-class Entry:
-    """One stream entry, encoded as an SSE message once and shared by every viewer.
-
-    A terminal entry that carries the generation's usage totals is sent after a ``usage``
-    event holding them (``Usage.as_json``); that event has no ``id:``, so a client resuming
-    from its last event id gets both again."""
-
-    __slots__ = ("data", "id", "order", "sse", "terminal", "type")
-
-    def __init__(self, entry_id: str, kind: str, data: str, usage: str | None = None) -> None:
-        self.id = entry_id
-        self.order = order_of(entry_id)
-        self.type = kind
-        self.data = data
-        self.terminal = kind in TERMINAL_EVENTS
-        lines = "".join(f"data: {line}\n" for line in SSE_LINE_BREAK.split(data))
-        totals = ""
-        if usage is not None and self.terminal:
-            shown = json.dumps(Usage.from_counts(json.loads(usage)).as_json())
-            totals = f"event: usage\ndata: {shown}\n\n"
-        self.sse = f"{totals}id: {entry_id}\nevent: {kind}\n{lines}\n".encode()
-
-    @classmethod
-    def from_redis(cls, entry_id: bytes | str, fields: dict[Any, Any]) -> Entry:
-        values = {as_text(k): as_text(v) for k, v in fields.items()}
-        return cls(
-            as_text(entry_id),
-            values.get("type", ""),
-            values.get("data", "null"),
-            values.get("usage"),
-        )
-
-    def __repr__(self) -> str:
-        return f"Entry({self.id!r}, {self.type!r})"
 
 
 class ViewerLagged(Exception):
@@ -93,9 +40,9 @@ class Channel:
     def __init__(self, job_id: str, cursor: str) -> None:
         self.job_id = job_id
         self.cursor = cursor
-        self.cursor_order = order_of(cursor)
+        self.cursor_order = entry_order(cursor)
         self.confirmed = False
-        self.entries: list[Entry] = []
+        self.entries: list[StreamEntry] = []
         self.base = 0
         self.viewers: set[Viewer] = set()
         self.closed = False
@@ -113,9 +60,9 @@ class Channel:
         """Reads from the earlier ``cursor`` on; viewers skip what they already saw."""
         assert not self.confirmed
         self.cursor = cursor
-        self.cursor_order = order_of(cursor)
+        self.cursor_order = entry_order(cursor)
 
-    def publish(self, entries: list[Entry]) -> None:
+    def publish(self, entries: list[StreamEntry]) -> None:
         self.entries.extend(entries)
         self.cursor = entries[-1].id
         self.cursor_order = entries[-1].order
@@ -153,7 +100,7 @@ class Channel:
             if not waiter.done():  # a viewer cancelled while waiting
                 waiter.set_result(None)
 
-    def take(self, viewer: Viewer, max_lag: int) -> list[Entry]:
+    def take(self, viewer: Viewer, max_lag: int) -> list[StreamEntry]:
         if self.refused:
             raise CursorRefused(self.job_id)
         if self.end - viewer.index > max_lag:

@@ -1,4 +1,5 @@
-"""The shared tail against a real Redis: no gap, no duplicate, one reader connection."""
+"""The shared tail (genq.Tail) against a real Redis: no gap, no duplicate, one reader
+connection."""
 
 from __future__ import annotations
 
@@ -8,28 +9,28 @@ import json
 import random
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from gateway.readers import ReaderLink
-from gateway.tail import CursorRefused, Tail, ViewerLagged
-from genq import Keys
+from genq import CursorRefused, Queue, ReaderLink, StreamEntry, Tail, ViewerLagged
 
 
 class TailRig:
-    def __init__(self, redis_url: str, prefix: str, **options: float) -> None:
-        self.keys = Keys(prefix)
+    def __init__(self, redis_url: str, prefix: str, **options: Any) -> None:
         self.pool_name = f"tailpool-{prefix}"
         self.reader_name = f"tailreader-{prefix}"
         pool = BlockingConnectionPool.from_url(
             redis_url, max_connections=4, client_name=self.pool_name
         )
         self.redis = Redis(connection_pool=pool)
+        self.queue = Queue(self.redis, prefix)
+        self.keys = self.queue.keys
 
-        async def reader_link() -> ReaderLink:
+        async def reader_link(slot_key: str) -> ReaderLink:
             reader = Redis.from_url(
                 redis_url,
                 single_connection_client=True,
@@ -39,7 +40,7 @@ class TailRig:
             )
             return ReaderLink(reader, self.redis.client_unblock)
 
-        self.tail = Tail(self.redis, self.keys, reader_link, **options)
+        self.tail = Tail(self.queue, reader_link, **options)
 
     async def append(self, job_id: str, kind: str = "chunk", data: object = "x") -> str:
         entry = await self.redis.xadd(
@@ -52,7 +53,7 @@ class TailRig:
 
 
 @contextlib.asynccontextmanager
-async def rig(redis_url: str, prefix: str, **options: float) -> AsyncIterator[TailRig]:
+async def rig(redis_url: str, prefix: str, **options: Any) -> AsyncIterator[TailRig]:
     made = TailRig(redis_url, prefix, **options)
     await made.tail.start()
     try:
@@ -274,7 +275,7 @@ async def test_tail_cursor_refused_by_redis_ends_only_its_stream(
 ) -> None:
     """Finding 1, second wall: should a cursor Redis refuses ever get past validation, the
     shared XREAD fails; the tail finds the stream at fault and ends its viewers alone."""
-    monkeypatch.setattr("gateway.tail.check_cursor", lambda cursor: cursor)
+    monkeypatch.setattr("genq._tail.check_cursor", lambda cursor: cursor)
     async with rig(redis_url, prefix) as r:
         await r.append("good")
         good = asyncio.create_task(collect(r.tail, "good"))
@@ -307,3 +308,28 @@ async def test_tail_future_cursor_does_not_hide_entries_from_later_viewers(
         assert await asyncio.wait_for(later, 5) == ids
         # Nothing after its own cursor exists: it ends with the stream, having seen nothing.
         assert await asyncio.wait_for(future, 5) == []
+
+
+async def test_tail_frames_each_entry_once_for_every_viewer(redis_url: str, prefix: str) -> None:
+    """The tail frames an entry (``frame``) once, whatever the number of its viewers, and
+    every viewer gets the same bytes: the fan-out encodes nothing per viewer."""
+    framed: list[str] = []
+
+    def frame(entry: StreamEntry) -> bytes:
+        framed.append(entry.id)
+        return f"{entry.id} {entry.type} {entry.data}".encode()
+
+    async with rig(redis_url, prefix, frame=frame) as r:
+        early = await r.append("job", data="one")
+        viewers = [r.tail.follow("job") for _ in range(3)]
+        for follow in viewers:
+            assert [e.framed for e in await anext(follow)] == [f'{early} chunk "one"'.encode()]
+        late = r.tail.follow("job", "0-0")  # joins later: its backfill is framed too
+        assert [e.id for e in await anext(late)] == [early]
+        done = await r.append("job", "completed", {"text": "t"})
+        batches = [await asyncio.wait_for(anext(f), 5) for f in [*viewers, late]]
+        assert {id(b[0]) for b in batches} == {id(batches[0][0])}, "one object for all"
+        assert batches[0][0].framed == f'{done} completed {{"text": "t"}}'.encode()
+        assert framed.count(done) == 1
+        for follow in [*viewers, late]:
+            await follow.aclose()

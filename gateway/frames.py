@@ -1,0 +1,29 @@
+"""A job stream's entries as SSE messages: what the shared tail makes of each entry, once for
+every viewer (``frame`` given to :class:`genq.Tail`; the bytes are ``StreamEntry.framed``).
+
+``id:`` is the stream entry id, ``event:`` its type, ``data:`` the JSON text as written (not
+decoded and encoded again). A terminal entry that carries the generation's usage totals is
+sent after a ``usage`` event holding them (``Usage.as_json``); that event has no ``id:``, so a
+client resuming from its last event id gets both again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from genq import StreamEntry
+from genq_contract.spend import Usage
+
+SSE_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+"""The only line breaks of SSE. ``str.splitlines()`` also splits on U+2028, U+2029, U+0085 and
+a few C0 controls, which model output may carry: it would cut a ``data:`` JSON in two."""
+
+
+def frame(entry: StreamEntry) -> bytes:
+    lines = "".join(f"data: {line}\n" for line in SSE_LINE_BREAK.split(entry.data))
+    totals = ""
+    if entry.usage is not None and entry.terminal:
+        shown = json.dumps(Usage.from_counts(json.loads(entry.usage)).as_json())
+        totals = f"event: usage\ndata: {shown}\n\n"
+    return f"{totals}id: {entry.id}\nevent: {entry.type}\n{lines}\n".encode()

@@ -1,0 +1,204 @@
+"""Every part of redis-py genq replaces for speed, behind one guard on redis-py's version.
+
+- :class:`LeanConnectionPool`: the pool :func:`genq.connect` gives a single node checks
+  connections out and back in without the bookkeeping redis-py wraps around each (its
+  deprecated-arguments check, its lock, its connection counts while its metrics are off).
+- :func:`hiredis_packing`: connection classes that pack commands with hiredis, write without
+  the task redis-py makes for each write, and raise a write on a torn-down connection as the
+  ``ConnectionError`` it is.
+- Script calls written straight to a pooled connection (:mod:`genq.streamed`, taken where
+  :func:`patched` says so): ``pack_command``, ``send_packed_command`` and ``read_response``
+  under the client's retry policy, without ``execute_command``'s and the pipeline's
+  per-command Python.
+
+All three lean on redis-py's private or undocumented parts, so they are on only with the
+release they were tested on (:data:`TESTED_VERSIONS`, the one pyproject.toml pins). With any
+other release :func:`check` logs one warning and genq takes redis-py's public path: its own
+pool and connection classes, script calls through ``AsyncScript`` and its pipeline
+(:func:`genq.cluster.run_pipelined`). tests/genq/test_redis_patches.py runs both paths on the
+same calls and compares the outputs; ``bench/queue.py --only patches`` shows what they buy.
+Upgrading redis-py: change the pin and :data:`TESTED_VERSIONS` together, run those tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from importlib.metadata import version
+from typing import Any
+
+import hiredis
+from redis.asyncio import ConnectionPool
+from redis.asyncio.connection import AbstractConnection
+from redis.event import AsyncAfterConnectionReleasedEvent
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.observability.providers import get_observability_instance
+
+log = logging.getLogger("genq.patches")
+
+TESTED_VERSIONS = {"redis": "8.1.0"}
+"""Distribution -> the exact release the patches were written and tested against."""
+
+
+def version_mismatch() -> str | None:
+    """What differs from :data:`TESTED_VERSIONS` in this environment, or None."""
+    for dist, tested in TESTED_VERSIONS.items():
+        installed = version(dist)
+        if installed != tested:
+            return f"{dist} {installed} is not the tested {tested}"
+    return None
+
+
+_on = False
+_tested = False
+"""Whether the installed release is the tested one, as :func:`check` found."""
+
+
+def check() -> bool:
+    """Turns the patches on if the installed redis-py is the tested one, and off with one
+    warning otherwise (as importing genq does); returns whether they are on."""
+    global _on, _tested
+    mismatch = version_mismatch()
+    if mismatch is not None:
+        log.warning(
+            "%s: genq's redis-py patches are off; it uses redis-py's own pool, connections "
+            "and pipeline (slower)",
+            mismatch,
+        )
+    _on = _tested = mismatch is None
+    return _on
+
+
+def set_patched(on: bool) -> bool:
+    """Turns the patches on or off (redis-py's public path, e.g. for a benchmark's reference
+    run) for clients made from now on, and for every script call; returns whether they are on
+    (never with another redis-py than the tested one)."""
+    global _on
+    _on = on and _tested
+    return _on
+
+
+def patched() -> bool:
+    """Whether genq uses its redis-py patches now."""
+    return _on
+
+
+def _metrics_on() -> bool:
+    """Whether the application turned on redis-py's OpenTelemetry metrics (off by default)."""
+    manager = get_observability_instance().get_provider_manager()
+    return manager is not None and bool(manager.config.enabled_telemetry)
+
+
+class LeanConnectionPool(ConnectionPool):
+    """redis-py's pool, each checkout and return without what redis-py wraps around them: its
+    check for deprecated arguments, its lock (nothing awaits between taking a connection off
+    the list and marking it in use, and an event loop runs one task at a time) and, while
+    redis-py's OpenTelemetry metrics are off, its connection counts (when they are on, redis-py's
+    own methods run). What the pool is for stays: redis-py's own check runs before use
+    (``ensure_connection``), a connection marked for reconnection is closed on its return, the
+    released-connection event fires."""
+
+    async def get_connection(self, *args: Any, **kwargs: Any) -> AbstractConnection:
+        if _metrics_on():
+            return await super().get_connection()  # type: ignore[no-untyped-call,no-any-return]
+        connection: AbstractConnection = self.get_available_connection()  # type: ignore[no-untyped-call]
+        try:
+            await self.ensure_connection(connection)
+        except BaseException:
+            await self.release(connection)
+            raise
+        return connection
+
+    async def release(self, connection: AbstractConnection) -> None:
+        if _metrics_on():
+            await super().release(connection)
+            return
+        self._in_use_connections.remove(connection)
+        if connection.should_reconnect():  # type: ignore[no-untyped-call]
+            await connection.disconnect()
+        self._available_connections.append(connection)
+        released = AsyncAfterConnectionReleasedEvent(connection)  # type: ignore[no-untyped-call]
+        await self._event_dispatcher.dispatch_async(released)  # type: ignore[union-attr]
+
+
+class _HiredisPacking:
+    """Packs each command with hiredis (C) instead of redis-py's asyncio packer (pure Python;
+    redis-py's sync client already uses hiredis). Like redis-py, a command name with a space
+    ("SCRIPT LOAD") is two words.
+
+    It also turns a write on a connection torn down under it (the peer reset it, or another
+    task disconnected it) into the ``ConnectionError`` it is: redis-py lets asyncio's
+    ``AttributeError``/``TypeError`` through there (redis/redis-py#4287), and uvloop's
+    ``RuntimeError`` ("the handler is closed": a gateway answered 500 with it while a Sentinel
+    failover reset a fresh connection), and those escape every retry that expects a
+    connection error. redis-py has already dropped the connection.
+
+    And it writes without the task redis-py makes for each write (``_write``)."""
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        first = args[0]
+        if isinstance(first, str) and " " in first:
+            args = (*first.split(), *args[1:])
+        return [hiredis.pack_command(args)]
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        try:
+            if not (self.is_connected and isinstance(command, list)):  # type: ignore[attr-defined]
+                await super().send_packed_command(command, check_health)  # type: ignore[misc]
+                return
+            if check_health:
+                await self.check_health()  # type: ignore[attr-defined]
+            await self._write(command)
+        except (AttributeError, TypeError, RuntimeError) as exc:
+            if isinstance(exc, RuntimeError) and "closed" not in str(exc):
+                raise
+            raise RedisConnectionError(f"connection closed while writing ({exc})") from exc
+
+    async def _write(self, command: list[bytes]) -> None:
+        """redis-py's write, without the ``asyncio.wait_for`` it wraps every write in: that
+        makes a task per command. The socket timeout still bounds the one wait a write can
+        have, a drain of what the socket did not take; errors drop the connection and raise
+        what redis-py raises."""
+        writer = self._writer  # type: ignore[attr-defined]
+        try:
+            if writer.transport.is_closing():  # a reset one takes writes silently
+                raise ConnectionResetError("the connection is closing")
+            writer.writelines(command)
+            if writer.transport.get_write_buffer_size():
+                async with asyncio.timeout(self.socket_timeout):  # type: ignore[attr-defined]
+                    await writer.drain()
+        except TimeoutError:
+            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
+            raise RedisTimeoutError("Timeout writing to socket") from None
+        except OSError as exc:
+            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
+            raise RedisConnectionError(f"connection closed while writing ({exc})") from exc
+        except BaseException:
+            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
+            raise
+
+
+_PACKING: dict[type, type] = {}
+
+
+def hiredis_packing(connection_class: type) -> type:
+    """``connection_class`` (TCP, TLS or unix socket) packing its commands with hiredis."""
+    if connection_class not in _PACKING:
+        name = f"Hiredis{connection_class.__name__}"
+        _PACKING[connection_class] = type(name, (_HiredisPacking, connection_class), {})
+    return _PACKING[connection_class]
+
+
+def connection_class(base: type) -> type:
+    """The connection class genq gives a client built on ``base``: hiredis packing while the
+    patches are on, ``base`` itself otherwise."""
+    return hiredis_packing(base) if _on else base
+
+
+def pool_class() -> type[ConnectionPool]:
+    """The pool genq gives a single node without a wait for a free connection."""
+    return LeanConnectionPool if _on else ConnectionPool
+
+
+check()
