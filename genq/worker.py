@@ -434,6 +434,10 @@ class Worker:
             try:
                 pubsub = await open_pubsub(self.queue.redis)
                 await pubsub.subscribe(self.queue.keys.cancels)
+                # A cancel published while the channel was down reached nobody: every running
+                # job's heartbeat looks now instead of at its next turn.
+                for slot in self._slots.values():
+                    slot.poke.set()
                 while not self._stopping:
                     # Polled, not listen(): a stop must end this loop even when redis-py
                     # swallows the cancel of the read in flight.

@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from genq import JobCancelledError, JobStatus, RetryJobError
+from genq import JobCancelledError, JobStatus, Queue, RetryJobError
 
 
 async def test_cancel_waiting_job_settles_at_once(queue):
@@ -48,6 +48,25 @@ async def test_cancel_running_job_sets_signal_and_cancels_handler(queue):
     assert outcome == {"signal": True}
     events = [ev.type async for ev in queue.watch(e.id)]
     assert events == ["chunk", "cancelled"]
+
+
+async def test_cancel_published_while_the_channel_was_down_is_seen_when_it_is_back(redis, prefix):
+    """The cancel message finds no subscriber (the worker's channel connection was cut); once
+    the channel is back the running job's heartbeat looks at once, not a heartbeat later."""
+    queue = Queue(redis, prefix, lease=120.0, result_ttl=60.0)
+    e = await queue.enqueue("p")
+    started = asyncio.Event()
+
+    async def handler(job):
+        started.set()
+        await asyncio.sleep(60)  # an awaited provider call that never emits
+
+    async with queue.worker(handler, heartbeat=30.0):
+        await asyncio.wait_for(started.wait(), 5)
+        assert await redis.client_kill_filter(_type="pubsub") >= 1
+        assert await queue.cancel(e.id) is True  # published to nobody
+        with pytest.raises(JobCancelledError):
+            await queue.wait(e.id, timeout=10)  # without the look on resubscribe: 30 s
 
 
 async def test_cancel_stops_emitting_handler_at_next_emit(queue):
