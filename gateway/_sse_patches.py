@@ -22,11 +22,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from importlib.metadata import version
 
 from sse_starlette import EventSourceResponse
 from sse_starlette.sse import SendTimeoutError
 from starlette.types import Message, Receive, Scope, Send
+
+from genq import untested_version
 
 from ._per_loop import PerLoop
 from .middleware import SERVER_SEND
@@ -43,11 +44,7 @@ _tested = False
 
 def version_mismatch() -> str | None:
     """What differs from :data:`TESTED_VERSIONS` in this environment, or None."""
-    for dist, tested in TESTED_VERSIONS.items():
-        installed = version(dist)
-        if installed != tested:
-            return f"{dist} {installed} is not the tested {tested}"
-    return None
+    return untested_version(TESTED_VERSIONS)
 
 
 def check() -> bool:

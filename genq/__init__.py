@@ -9,6 +9,7 @@ from ._lookups import JobState, bound_jobs, job_states
 from ._outbox import ConsumerInfo, OutboxEntry, OutboxGroup
 from ._reader_link import ReaderLink, reader_links
 from ._tail import Tail
+from ._versions import untested_version
 from .active_job import ActiveJob, emit_many
 from .codecs import Codec, JsonCodec, PydanticCodec
 from .connection import RedisClient, RedisPipeline, connect
@@ -89,5 +90,6 @@ __all__ = [
     "entry_order",
     "job_states",
     "reader_links",
+    "untested_version",
     "visible_text",
 ]

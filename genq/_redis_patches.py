@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from importlib.metadata import version
 from typing import Any
 
 import hiredis
@@ -35,6 +34,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.observability.providers import get_observability_instance
 
+from ._versions import untested_version
+
 log = logging.getLogger("genq.patches")
 
 TESTED_VERSIONS = {"redis": "8.1.0"}
@@ -43,11 +44,7 @@ TESTED_VERSIONS = {"redis": "8.1.0"}
 
 def version_mismatch() -> str | None:
     """What differs from :data:`TESTED_VERSIONS` in this environment, or None."""
-    for dist, tested in TESTED_VERSIONS.items():
-        installed = version(dist)
-        if installed != tested:
-            return f"{dist} {installed} is not the tested {tested}"
-    return None
+    return untested_version(TESTED_VERSIONS)
 
 
 _on = False

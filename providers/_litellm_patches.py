@@ -22,8 +22,9 @@ are imported only then.
 from __future__ import annotations
 
 import logging
-from importlib.metadata import version
 from typing import Any
+
+from genq import untested_version
 
 log = logging.getLogger("providers")
 
@@ -43,11 +44,7 @@ _tested = False
 
 def version_mismatch() -> str | None:
     """What differs from :data:`TESTED_VERSIONS` in this environment, or None."""
-    for dist, tested in TESTED_VERSIONS.items():
-        installed = version(dist)
-        if installed != tested:
-            return f"{dist} {installed} is not the tested {tested}"
-    return None
+    return untested_version(TESTED_VERSIONS)
 
 
 def check() -> bool:
