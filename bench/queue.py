@@ -96,11 +96,10 @@ import redis.asyncio as aioredis
 
 sys.path.insert(0, str(HERE.parent))
 
-from genq import ActiveJob, EnqueueItem, Queue, _redis_patches, connect
+from genq import HELD_CONNECTIONS, ActiveJob, EnqueueItem, Queue, _redis_patches, connect
+from genq._cluster import Call
 from genq._enqueue import enqueue_call
-from genq.cluster import Call
-from genq.scripts import Script
-from genq.worker import HELD_CONNECTIONS
+from genq._scripts import Script
 from genq_cli.embedded_redis import EmbeddedRedis
 
 PAYLOAD = {"prompt": "Write a haiku about queues.", "model": "demo"}
@@ -959,7 +958,7 @@ async def bench_emit(b: Bench) -> list[Row]:
     key = f"{{{b.prefix('bare-emit')}}}:k"
     rows = []
     # Worker clients get 4 connections: the cancel listener (pub/sub), the presence and the
-    # doorbell hold one each (genq.worker.HELD_CONNECTIONS); every other command (reserve,
+    # doorbell hold one each (genq.HELD_CONNECTIONS); every other command (reserve,
     # emit, settle) shares the fourth. The bare loop gets one.
     cases = [
         ("emit/s, 1 job (1 conn)", 1, single, True),

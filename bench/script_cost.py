@@ -8,7 +8,7 @@ Everything the server does for a call is in it: reading and parsing the command,
 the reply.
 
   return 1              ``EVALSHA`` of ``return 1`` with enqueue.lua's keys and arguments
-  helpers of S          every helper script S reaches (genq/scripts.py), then ``return 1``: what
+  helpers of S          every helper script S reaches (genq/_scripts.py), then ``return 1``: what
                         a call that runs S to its end pays for them (each is made where S first
                         needs it, so one that returns early pays less); "every helper" is
                         _lib.lua whole
@@ -52,9 +52,9 @@ import redis
 import redis.asyncio as aioredis
 
 from genq import ActiveJob, EnqueueItem, Queue
+from genq._cluster import Call
 from genq._enqueue import enqueue_call
-from genq.cluster import Call
-from genq.scripts import helpers, reached, source
+from genq._scripts import helpers, reached, source
 from genq_cli.embedded_redis import free_port, valkey_binary
 
 PAYLOAD = {"model": "demo/fast", "prompt": "hello world"}

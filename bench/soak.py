@@ -58,8 +58,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from genq import Event, JobNotFoundError, Queue, visible_text
-from genq.worker import PRESENCE_SECONDS
+from genq import PRESENCE_SECONDS, Event, JobNotFoundError, Queue, visible_text
 from genq_cli.embedded_redis import EmbeddedRedis
 from genq_contract.spend import COUNT_NAMES, NANOS_PER_USD, Usage
 from workers.lifetime import die_with_parent

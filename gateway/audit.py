@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from genq.events import text
+from genq import as_text
 
 MAX_ENTRIES = 1000
 MAX_IDS = 100
@@ -62,9 +62,9 @@ class Audit:
 
 
 def _entry(entry_id: Any, raw: dict[Any, Any]) -> AuditEntry:
-    f = {text(k): text(v) for k, v in raw.items()}
+    f = {as_text(k): as_text(v) for k, v in raw.items()}
     return AuditEntry(
-        at=int(text(entry_id).split("-")[0]) / 1000,
+        at=int(as_text(entry_id).split("-")[0]) / 1000,
         actor=f.get("actor", ""),
         action=f.get("action", ""),
         queue=f.get("queue", ""),

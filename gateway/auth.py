@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from genq.events import text
+from genq import as_text
 from genq_contract.access import Access, CachedAccess, disabled_reason, key_id_of, revoked_reason
 from genq_contract.api_keys import KeyGrant, hash_key
 
@@ -80,7 +80,7 @@ class KeyStore:
 
     async def all(self) -> dict[str, KeyGrant]:
         raw = await self.redis.hgetall(self.key)
-        return {text(d): KeyGrant.model_validate_json(g) for d, g in raw.items()}
+        return {as_text(d): KeyGrant.model_validate_json(g) for d, g in raw.items()}
 
 
 class Authenticator:

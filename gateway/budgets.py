@@ -21,8 +21,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from genq import Job, JobStatus, Queue
-from genq.cancellation import cancel_and_wait, raise_if_cancelled
+from genq import Job, JobStatus, Queue, cancel_and_wait, raise_if_cancelled
 from genq_contract import budget
 from genq_contract.payload import GenerationPayload, payload_fields
 from genq_contract.spend import Price, max_cost_nanos, read_prices

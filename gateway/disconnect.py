@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from fastapi import Request
 
-from genq.cancellation import cancel_and_wait
+from genq import cancel_and_wait
 
 T = TypeVar("T")
 

@@ -39,7 +39,7 @@ from redis.exceptions import OutOfMemoryError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException
 
-from genq.errors import GenqError, JobExistsError, JobNotFoundError, ReplicationTimeoutError
+from genq import GenqError, JobExistsError, JobNotFoundError, ReplicationTimeoutError
 
 log = logging.getLogger("gateway.errors")
 

@@ -15,8 +15,7 @@ from importlib import resources
 
 from redis.exceptions import RedisError
 
-from genq import Queue, RedisClient, RedisPipeline
-from genq.cancellation import cancel_and_wait, raise_if_cancelled
+from genq import Queue, RedisClient, RedisPipeline, cancel_and_wait, raise_if_cancelled
 from genq_contract.keys import history_keys
 
 log = logging.getLogger("gateway.history")

@@ -24,9 +24,7 @@ from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
 
-from genq import TERMINAL, Queue, job_states
-from genq.events import text
-from genq.streamed import run_streamed
+from genq import TERMINAL, Queue, as_text, job_states, run_streamed
 
 from .errors import Conflict, NotFound, RateLimited
 from .queues import Queues
@@ -223,7 +221,7 @@ class Limiter:
             located: list[tuple[Queue, str]] = []
             reserved: list[float] = []
             for member, reserved_ms in members[start : start + PRUNE_BATCH]:
-                job_id = text(member)
+                job_id = as_text(member)
                 try:
                     _, queue = self.queues.locate(job_id)
                 except NotFound:

@@ -21,10 +21,7 @@ import logging
 
 from redis.exceptions import RedisError
 
-from genq import PulledJob, Queue
-from genq.cancellation import raise_if_cancelled
-from genq.pull import pull
-from genq.retrying import TRANSIENT
+from genq import TRANSIENT, PulledJob, Queue, raise_if_cancelled
 
 log = logging.getLogger("gateway.pull")
 
@@ -55,7 +52,7 @@ class PullWaiter:
         woken = False
         while True:
             rung = self._rung  # taken before the pull: a ring during it is not missed
-            pulled = await pull(self.queue, count, visibility)
+            pulled = await self.queue.pull_batch(count, visibility)
             remaining = deadline - loop.time()
             if pulled.jobs or remaining <= 0:
                 if woken and len(pulled.jobs) == count:
@@ -90,7 +87,7 @@ class PullWaiter:
             while self._waiting > 0:
                 try:
                     rung = await doorbell.wait()
-                    raise_if_cancelled()  # a cancel redis-py swallowed (genq.cancellation)
+                    raise_if_cancelled()  # a cancel redis-py swallowed (genq._cancellation)
                 except (*TRANSIENT, RedisError) as exc:
                     log.warning("pull doorbell unavailable (%s); waiting pulls poll", exc)
                     self._ring()  # let them pull (and fail, or find work) on their own

@@ -1,6 +1,6 @@
 """Pull receipts as the gateway hands them out: genq's receipt, bound to who pulled, signed.
 
-genq's receipt (``<lease token>.<visibility ms>``, see :mod:`genq.pull`) fences by itself: only
+genq's receipt (``<lease token>.<visibility ms>``, see :mod:`genq._pull`) fences by itself: only
 the current attempt's token settles. The gateway adds the id and tenant of the key that pulled
 and an HMAC over the job id and all of it, so a receipt cannot be moved to another job or
 claimed for another key: only the key that pulled may use it (``routes/pull.py`` compares the

@@ -1,19 +1,13 @@
 """genq: durable background jobs with a per-job output stream, on Redis."""
 
+from ._active_job import ActiveJob, emit_many
+from ._cancellation import cancel_and_wait, raise_if_cancelled
 from ._channel import CursorRefused, ViewerLagged
+from ._codecs import Codec, JsonCodec, PydanticCodec
 from ._dead_letter_watch import DeadLetterWatch
 from ._dead_letters import DeadEntry, DeadPage
 from ._doorbell import Doorbell
-from ._job_index import IdPage, JobPage
-from ._lookups import JobState, bound_jobs, job_states
-from ._outbox import ConsumerInfo, OutboxEntry, OutboxGroup
-from ._reader_link import ReaderLink, reader_links
-from ._tail import Tail
-from ._versions import untested_version
-from .active_job import ActiveJob, emit_many
-from .codecs import Codec, JsonCodec, PydanticCodec
-from .connection import RedisClient, RedisPipeline, connect
-from .errors import (
+from ._errors import (
     EnqueueManyError,
     GenqError,
     JobCancelledError,
@@ -27,17 +21,41 @@ from .errors import (
     RetryJobError,
     TerminalJobError,
 )
-from .events import Event, StreamEntry, decode_entry, entry_order, visible_text
-from .job import Attempt, Job
-from .keys import Keys
-from .pull import PulledJob
-from .queue import Enqueued, EnqueueItem, Queue, QueueStats
-from .status import TERMINAL, JobStatus
-from .usage import UsageRow
-from .worker import Worker
+from ._events import (
+    Event,
+    StreamEntry,
+    as_text,
+    check_cursor,
+    decode_entry,
+    entry_order,
+    visible_text,
+)
+from ._job import Attempt, Job
+from ._job_index import IdPage, JobPage
+from ._keys import Keys
+from ._lookups import JobState, bound_jobs, job_states
+from ._outbox import ConsumerInfo, OutboxEntry, OutboxGroup
+from ._pull import Pulled, PulledJob
+from ._queue import Enqueued, EnqueueItem, Queue, QueueStats
+from ._reader_link import ReaderLink, reader_links
+from ._retrying import TRANSIENT
+from ._status import CHUNK, PROGRESS, RESTARTED, TERMINAL, TERMINAL_EVENTS, JobStatus
+from ._streamed import run_streamed
+from ._tail import Tail
+from ._usage import UsageRow
+from ._versions import untested_version
+from ._worker import HELD_CONNECTIONS, PRESENCE_SECONDS, Worker
+from .connection import RedisClient, RedisPipeline, connect
 
 __all__ = [
+    "CHUNK",
+    "HELD_CONNECTIONS",
+    "PRESENCE_SECONDS",
+    "PROGRESS",
+    "RESTARTED",
     "TERMINAL",
+    "TERMINAL_EVENTS",
+    "TRANSIENT",
     "ActiveJob",
     "Attempt",
     "Codec",
@@ -68,6 +86,7 @@ __all__ = [
     "Keys",
     "OutboxEntry",
     "OutboxGroup",
+    "Pulled",
     "PulledJob",
     "PydanticCodec",
     "Queue",
@@ -83,13 +102,18 @@ __all__ = [
     "UsageRow",
     "ViewerLagged",
     "Worker",
+    "as_text",
     "bound_jobs",
+    "cancel_and_wait",
+    "check_cursor",
     "connect",
     "decode_entry",
     "emit_many",
     "entry_order",
     "job_states",
+    "raise_if_cancelled",
     "reader_links",
+    "run_streamed",
     "untested_version",
     "visible_text",
 ]

@@ -11,9 +11,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from ._cluster import Call
 from ._queue_base import QueueBase, ms
-from .cluster import Call
-from .usage import USAGE_DAYS_KEPT
+from ._usage import USAGE_DAYS_KEPT
 
 
 def activate_call(queue: QueueBase, job_id: str, token: str, lease: float) -> Call:

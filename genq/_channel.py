@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from .events import StreamEntry, entry_order
+from ._events import StreamEntry, entry_order
 
 TRIM_AT = 512
 

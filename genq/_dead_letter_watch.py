@@ -10,9 +10,9 @@ import json
 from collections.abc import Sequence
 from typing import Any, Self
 
+from ._cluster import open_pubsub
+from ._events import as_text
 from ._queue_base import QueueBase
-from .cluster import open_pubsub
-from .events import text
 
 
 class DeadLetterWatch:
@@ -48,4 +48,4 @@ class DeadLetterWatch:
         while True:
             message = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
             if message is not None:
-                return self._by_channel[text(message["channel"])], json.loads(message["data"])
+                return self._by_channel[as_text(message["channel"])], json.loads(message["data"])

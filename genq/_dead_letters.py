@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .events import text
+from ._events import as_text
 
 Row = tuple[Any, float]
 """One ``WITHSCORES`` reply item: (member, score)."""
@@ -39,7 +39,7 @@ class DeadPage:
 
 def format_cursor(row: Row) -> str:
     member, score = row
-    return f"{int(score)}:{text(member)}"
+    return f"{int(score)}:{as_text(member)}"
 
 
 def parse_cursor(cursor: str) -> tuple[int, str]:
@@ -55,4 +55,4 @@ def rows_after(ties: Sequence[Row], older: Sequence[Row], job_id: str) -> list[R
     """The rows that follow the cursor's position, given the rows that share its score
     (``ties``) and the rows scored below it (``older``), both newest first."""
     cut = job_id.encode()
-    return [row for row in ties if text(row[0]).encode() < cut] + list(older)
+    return [row for row in ties if as_text(row[0]).encode() < cut] + list(older)

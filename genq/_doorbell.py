@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 
 from ._queue_base import QueueBase, safe_block
-from .worker import dedicated_client
+from ._worker import dedicated_client
 
 
 class Doorbell:

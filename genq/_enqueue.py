@@ -3,7 +3,7 @@
 
 One script serves both: ``enqueue`` sends one item, ``enqueue_many`` sends its items in chunks
 of up to :data:`CHUNK`, one ``EVALSHA`` each, each chunk written as soon as it is made and the
-replies read after the last (:mod:`genq.streamed`). Every item runs the same checks and, in the
+replies read after the last (:mod:`genq._streamed`). Every item runs the same checks and, in the
 script, the same steps as a single enqueue.
 
 With durable acceptance on (``Queue(durable_replicas=N)``), both send ``WAIT N <ms>`` right
@@ -20,19 +20,19 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ._cluster import Call, run_durably
+from ._errors import EnqueueManyError, JobExistsError, ReplicationTimeoutError
+from ._events import as_text
+from ._keys import Keys, check_job_id, check_tenant
 from ._queue_base import QueueBase, ms
-from .cluster import Call, run_durably
-from .errors import EnqueueManyError, JobExistsError, ReplicationTimeoutError
-from .events import text
-from .keys import Keys, check_job_id, check_tenant
-from .scripts import Code, raise_for
-from .streamed import run_streamed
+from ._scripts import Code, raise_for
+from ._streamed import run_streamed
 
 PRIORITY_RANGE = range(-1000, 1001)
 MAX_IDEMPOTENCY_KEY = 512
 CHUNK = 20
 """Items per ``EVALSHA`` of a batch. Each chunk is written as soon as it is made
-(:mod:`genq.streamed`), so the server runs one while the producer makes the next: more jobs/s
+(:mod:`genq._streamed`), so the server runs one while the producer makes the next: more jobs/s
 than the same batch made whole and sent as one call (``bench/queue.py``; docs/KNOWN_LIMITS.md)."""
 
 
@@ -170,7 +170,7 @@ def enqueued(job_id: str, code: int, bound: Any) -> Enqueued:
     if code == Code.OK:  # the job is the item's own
         return Enqueued(id=job_id, deduplicated=False)
     raise_for(code, job_id)
-    return Enqueued(id=text(bound), deduplicated=code == Code.DEDUPLICATED)
+    return Enqueued(id=as_text(bound), deduplicated=code == Code.DEDUPLICATED)
 
 
 async def enqueue_batch(queue: QueueBase, items: Iterable[EnqueueItem]) -> list[Enqueued]:

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._dead_letters import format_cursor, parse_cursor
+from ._job import Job
+from ._keys import check_tenant
 from ._queue_base import QueueBase
-from .job import Job
-from .keys import check_tenant
-from .status import JobStatus
+from ._status import JobStatus
 
 LISTED = tuple(status.value for status in JobStatus)
 MAX_LIMIT = 1000

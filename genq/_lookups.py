@@ -11,12 +11,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._events import as_text
+from ._job import Job
+from ._queue import Queue
 from ._queue_base import QueueBase
+from ._status import JobStatus
 from .connection import RedisPipeline
-from .events import text
-from .job import Job
-from .queue import Queue
-from .status import JobStatus
 
 Read = tuple[QueueBase, Callable[[RedisPipeline], object]]
 """A queue and the one command to queue on a pipeline of its client."""
@@ -54,7 +54,7 @@ async def job_states(jobs: Sequence[tuple[QueueBase, str]]) -> list[JobState | N
 
     replies = await pipelined([state(queue, job_id) for queue, job_id in jobs])
     return [
-        JobState(JobStatus(text(status)), int(text(finished)) / 1000 if finished else None)
+        JobState(JobStatus(as_text(status)), int(as_text(finished)) / 1000 if finished else None)
         if status is not None
         else None
         for status, finished in replies
@@ -74,7 +74,7 @@ async def bound_jobs(queues: Sequence[Queue], idempotency_keys: Sequence[str]) -
     jobs: dict[str, Job] = {}
     for n, key in enumerate(idempotency_keys):
         for queue, job_id in zip(queues, bound_ids[n * len(queues) :], strict=False):
-            job = await queue.get(text(job_id)) if job_id else None
+            job = await queue.get(as_text(job_id)) if job_id else None
             if job is not None:
                 jobs[key] = job
                 break

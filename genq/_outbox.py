@@ -12,8 +12,8 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from ._events import as_text
 from ._queue_base import QueueBase
-from .events import text
 
 OutboxEntry = tuple[str, dict[Any, Any] | None]
 """An entry's id and its fields (None for an entry trimmed while pending)."""
@@ -52,7 +52,7 @@ class OutboxGroup:
         answer = await self._redis.xreadgroup(
             self.group, consumer, {self.stream: ">"}, count=count, block=block_ms
         )
-        return [(text(entry_id), fields) for entry_id, fields in _entries(answer)]
+        return [(as_text(entry_id), fields) for entry_id, fields in _entries(answer)]
 
     async def claim(
         self, consumer: str, idle_ms: int, start: str, count: int
@@ -62,7 +62,7 @@ class OutboxGroup:
         answer = await self._redis.xautoclaim(
             self.stream, self.group, consumer, idle_ms, start_id=start, count=count
         )
-        return text(answer[0]), [(text(entry_id), fields) for entry_id, fields in answer[1]]
+        return as_text(answer[0]), [(as_text(entry_id), fields) for entry_id, fields in answer[1]]
 
     async def ack(self, entry_ids: list[str]) -> None:
         await self._redis.xack(self.stream, self.group, *entry_ids)
@@ -70,10 +70,10 @@ class OutboxGroup:
     async def consumers(self) -> list[ConsumerInfo]:
         infos = []
         for consumer in await self._redis.xinfo_consumers(self.stream, self.group):
-            info = {text(k): v for k, v in consumer.items()}
+            info = {as_text(k): v for k, v in consumer.items()}
             infos.append(
                 ConsumerInfo(
-                    text(info.get("name", "")),
+                    as_text(info.get("name", "")),
                     int(info.get("pending", 0) or 0),
                     int(info.get("idle", 0) or 0),  # since its last read, even an empty one
                 )

@@ -12,12 +12,12 @@ import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Self
 
-from .cluster import Call, is_cluster, server_time, socket_timeout
-from .codecs import Codec, json_codec
+from ._cluster import Call, is_cluster, server_time, socket_timeout
+from ._codecs import Codec, json_codec
+from ._events import as_text
+from ._keys import Keys, check_prefix, check_tenant
+from ._scripts import Code, Scripts
 from .connection import RedisClient, RedisPipeline
-from .events import text
-from .keys import Keys, check_prefix, check_tenant
-from .scripts import Code, Scripts
 
 
 def ms(seconds: float) -> int:
@@ -190,7 +190,7 @@ class QueueBase:
         """Whether a cancel of the job was requested while it ran (a Stop): its record's flag,
         read now."""
         flag = await self.redis.hget(self.keys.job(job_id), "cancel_requested")
-        return flag is not None and text(flag) == "1"
+        return flag is not None and as_text(flag) == "1"
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(prefix={self.prefix!r})"
@@ -207,7 +207,7 @@ class QueueBase:
         """
         for _ in range(10):
             raw = await self.redis.hget(self.keys.job(job_id), "idempotency_key")
-            reply = await call(text(raw) if raw else "")
+            reply = await call(as_text(raw) if raw else "")
             if reply[0] != Code.STALE_READ:
                 return reply
         raise RuntimeError(f"job {job_id!r} kept changing under a state change")

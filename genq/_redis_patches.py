@@ -6,7 +6,7 @@
 - :func:`hiredis_packing`: connection classes that pack commands with hiredis, write without
   the task redis-py makes for each write, and raise a write on a torn-down connection as the
   ``ConnectionError`` it is.
-- Script calls written straight to a pooled connection (:mod:`genq.streamed`, taken where
+- Script calls written straight to a pooled connection (:mod:`genq._streamed`, taken where
   :func:`patched` says so): ``pack_command``, ``send_packed_command`` and ``read_response``
   under the client's retry policy, without ``execute_command``'s and the pipeline's
   per-command Python.
@@ -15,7 +15,7 @@ All three lean on redis-py's private or undocumented parts, so they are on only 
 release they were tested on (:data:`TESTED_VERSIONS`, the one pyproject.toml pins). With any
 other release :func:`check` logs one warning and genq takes redis-py's public path: its own
 pool and connection classes, script calls through ``AsyncScript`` and its pipeline
-(:func:`genq.cluster.run_pipelined`). tests/genq/test_redis_patches.py runs both paths on the
+(:func:`genq._cluster.run_pipelined`). tests/genq/test_redis_patches.py runs both paths on the
 same calls and compares the outputs; ``bench/queue.py --only patches`` shows what they buy.
 Upgrading redis-py: change the pin and :data:`TESTED_VERSIONS` together, run those tests.
 """

@@ -1,7 +1,7 @@
 """A reserve, as the built-in worker and a puller both make it: ``pick.lua`` claims runnable
 jobs (and reports expired leases), ``activate.lua`` turns each claim into a lease held by a new
 token, and ``reclaim.lua`` takes back what expired. One definition for :class:`genq.Worker` and
-:mod:`genq.pull`, which differ only in who holds the lease (a presence id, or none)."""
+:mod:`genq._pull`, which differ only in who holds the lease (a presence id, or none)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import uuid
 from functools import partial
 from typing import Any
 
+from ._active_job import record_fields
 from ._calls import activate_call, reclaim_call
+from ._events import as_text
 from ._queue_base import QueueBase
-from .active_job import record_fields
-from .events import text
-from .retrying import with_retry
-from .scripts import Code
-from .streamed import run_streamed
+from ._retrying import with_retry
+from ._scripts import Code
+from ._streamed import run_streamed
 
 CLAIM_SECONDS = 10.0
 """How long a picked job may wait for its activation before another worker may take it."""
@@ -32,7 +32,7 @@ async def pick(
     while True:
         claimed, expired, wait_ms, admitting = await queue.scripts.pick(keys=keys, args=args)
         if not admitting:  # else it only admitted part of a long intake: pick again at once
-            return [text(i) for i in claimed], [text(i) for i in expired], int(wait_ms)
+            return [as_text(i) for i in claimed], [as_text(i) for i in expired], int(wait_ms)
 
 
 async def activate(
@@ -58,7 +58,7 @@ async def reclaim(queue: QueueBase, ids: list[str]) -> list[tuple[str, str]]:
     for job_id in ids:
         reply = await queue.run_keyed(job_id, partial(_reclaim_one, queue, job_id))
         if int(reply[0]) == 1:
-            done.append((job_id, text(reply[1])))
+            done.append((job_id, as_text(reply[1])))
     return done
 
 

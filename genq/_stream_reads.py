@@ -14,7 +14,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from .events import StreamEntry, read_entry, text
+from ._events import StreamEntry, as_text, read_entry
 
 CONSISTENT_READ_TRIES = 5
 
@@ -41,7 +41,7 @@ async def _info(redis: Any, key: str) -> dict[str, Any] | None:
 
 def _first_id(info: dict[str, Any]) -> str | None:
     first = info.get("first-entry")
-    return text(first[0]) if first else None
+    return as_text(first[0]) if first else None
 
 
 async def read_retained(redis: Any, key: str) -> tuple[int, list[StreamEntry]] | None:

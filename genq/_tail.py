@@ -42,14 +42,14 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError, ResponseError
 
+from ._cancellation import cancel_and_wait
 from ._channel import Channel, Viewer
+from ._events import StreamEntry, as_text, check_cursor, entry_order, read_entry
 from ._stream_reads import read_range
-from .cancellation import cancel_and_wait
-from .events import StreamEntry, check_cursor, entry_order, read_entry, text
 
 if TYPE_CHECKING:
+    from ._queue import Queue
     from ._reader_link import ReaderLinks
-    from .queue import Queue
 
 log = logging.getLogger("genq.tail")
 
@@ -330,7 +330,7 @@ class Tail:
     def _deliver(self, snapshot: dict[str, Channel], streams: dict[str, str], reply: Any) -> None:
         by_key = {self.keys.events(job_id): c for job_id, c in snapshot.items()}
         for raw_key, raw_entries in reply:
-            key = text(raw_key)
+            key = as_text(raw_key)
             channel = by_key.get(key)
             # A channel dropped (or replaced) while the read was in flight gets nothing: a
             # replacement started from its own cursor, which this read did not use. Nor does

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from genq.events import text
+from genq import as_text
 from genq_contract.keys import GatewayKeys
 
 KEY_ID_LENGTH = 8
@@ -111,17 +111,19 @@ class Access:
         return bool(await self.redis.srem(self.keys.disabled_tenants, tenant))
 
     async def disabled_tenants(self) -> set[str]:
-        return {text(t) for t in await self.redis.smembers(self.keys.disabled_tenants)}
+        return {as_text(t) for t in await self.redis.smembers(self.keys.disabled_tenants)}
 
     async def revoked_key_ids(self) -> set[str]:
-        return {text(k) for k in await self.redis.smembers(self.keys.revoked_key_ids)}
+        return {as_text(k) for k in await self.redis.smembers(self.keys.revoked_key_ids)}
 
     async def snapshot(self) -> Snapshot:
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.smembers(self.keys.revoked_key_ids)
             pipe.smembers(self.keys.disabled_tenants)
             revoked, disabled = await pipe.execute()
-        return Snapshot(frozenset(text(k) for k in revoked), frozenset(text(t) for t in disabled))
+        return Snapshot(
+            frozenset(as_text(k) for k in revoked), frozenset(as_text(t) for t in disabled)
+        )
 
 
 class CachedAccess:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from genq.events import text
+from genq import as_text
 
 MAX_ENTRIES = 1000
 """Attempts kept (about: the stream is trimmed with ``MAXLEN ~``)."""
@@ -76,7 +76,7 @@ async def recent_attempts(redis: Any, key: str, limit: int) -> list[AlertAttempt
 
 
 def _entry(entry_id: Any, raw: dict[Any, Any]) -> AlertAttempt:
-    f = {text(k): text(v) for k, v in raw.items()}
+    f = {as_text(k): as_text(v) for k, v in raw.items()}
     outcome = f.get("outcome", "")
     status = f.get("status")
     return AlertAttempt(
@@ -88,5 +88,5 @@ def _entry(entry_id: Any, raw: dict[Any, Any]) -> AlertAttempt:
         status=int(status) if status else None,
         error=f.get("error"),
         delivery=f.get("delivery", ""),
-        at=int(text(entry_id).split("-")[0]) / 1000,
+        at=int(as_text(entry_id).split("-")[0]) / 1000,
     )

@@ -34,8 +34,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from genq import TERMINAL, JobState, Queue, job_states
-from genq.events import text
+from genq import TERMINAL, JobState, Queue, as_text, job_states
 
 from .keys import GatewayKeys
 
@@ -190,7 +189,7 @@ def configured_limits(settings: Any, tenant: str) -> Limits | None:
 def _parse_stored(daily: Any, monthly: Any) -> Limits | None:
     if daily is None and monthly is None:
         return None
-    values = [int(text(v)) if v is not None else NO_LIMIT for v in (daily, monthly)]
+    values = [int(as_text(v)) if v is not None else NO_LIMIT for v in (daily, monthly)]
     return Limits(*(None if v < 0 else v for v in values))
 
 
@@ -237,7 +236,7 @@ async def clear_limits(redis: Any, namespace: str, tenant: str) -> bool:
 
 async def known_tenants(redis: Any, namespace: str) -> set[str]:
     """Tenants whose limits an operator ever stored (their accounts may hold spend)."""
-    return {text(t) for t in await redis.smembers(GatewayKeys(namespace).budget_tenants)}
+    return {as_text(t) for t in await redis.smembers(GatewayKeys(namespace).budget_tenants)}
 
 
 async def read_account(
@@ -245,7 +244,7 @@ async def read_account(
 ) -> Account:
     """The tenant's account: spend of the current UTC day and month, reservations open."""
     raw = await redis.hgetall(GatewayKeys(namespace).budget(tenant))
-    fields = {text(k): text(v) for k, v in raw.items()}
+    fields = {as_text(k): as_text(v) for k, v in raw.items()}
     periods = Periods.at(time.time() if now is None else now)
 
     def spent(period_field: str, spent_field: str, current: str) -> int:
@@ -292,8 +291,8 @@ async def reserve(
     )
     code = int(reply[0])
     if code == 0:
-        kind: LimitKind = "daily" if text(reply[1]) == "daily" else "monthly"
-        raise BudgetExceeded(kind, int(text(reply[2])), periods.resets_at(kind))
+        kind: LimitKind = "daily" if as_text(reply[1]) == "daily" else "monthly"
+        raise BudgetExceeded(kind, int(as_text(reply[2])), periods.resets_at(kind))
     return Hold(int(reply[1]), adopted=code == 2)
 
 
@@ -344,9 +343,9 @@ def _reservations(raw: Mapping[Any, Any]) -> dict[str, int]:
     """job id -> when it was reserved (ms, Redis clock)."""
     found: dict[str, int] = {}
     for key, value in raw.items():
-        field = text(key)
+        field = as_text(key)
         if field.startswith(RESERVATION_PREFIX):
-            _, _, at_ms = text(value).partition(":")
+            _, _, at_ms = as_text(value).partition(":")
             found[field.removeprefix(RESERVATION_PREFIX)] = int(at_ms or 0)
     return found
 

@@ -1,6 +1,6 @@
 """The events of a job's stream, as every reader names them, and the text a viewer shows.
 
-Defined once in the queue core (``genq.status``, ``genq.events``) and re-exported here for the
+Defined once in the queue core (``genq._status``, ``genq._events``) and re-exported here for the
 gateway, the workers and the CLI; the pages hold the same vocabulary and rule in ``web/api.js``
 (a test keeps the two equal).
 
@@ -12,8 +12,7 @@ terminal event: ``completed`` (data: the result), ``failed`` (data: the error me
 
 from __future__ import annotations
 
-from genq import Event, JobStatus, visible_text
-from genq.status import CHUNK, PROGRESS, RESTARTED, TERMINAL_EVENTS
+from genq import CHUNK, PROGRESS, RESTARTED, TERMINAL_EVENTS, Event, JobStatus, visible_text
 
 COMPLETED = JobStatus.COMPLETED.value
 FAILED = JobStatus.FAILED.value

@@ -32,8 +32,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from genq import emit_many
-from genq.cancellation import cancel_and_wait
+from genq import cancel_and_wait, emit_many
 
 DEFAULT_WINDOW = 0.010
 DEFAULT_MAX_CHARS = 2048

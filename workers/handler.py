@@ -31,8 +31,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from genq import ActiveJob, Queue, RetryJobError, TerminalJobError
-from genq.cancellation import cancel_and_wait
+from genq import ActiveJob, Queue, RetryJobError, TerminalJobError, cancel_and_wait
 from genq_contract.access import DEFAULT_CACHE_SECONDS, Access, CachedAccess
 from genq_contract.payload import GenerationPayload
 from genq_contract.result import GenerationResult, ResultUsage

@@ -31,9 +31,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from genq import OutboxEntry, OutboxGroup, Queue
-from genq.cancellation import cancel_and_wait, raise_if_cancelled
-from genq.events import text
+from genq import OutboxEntry, OutboxGroup, Queue, as_text, cancel_and_wait, raise_if_cancelled
 
 log = logging.getLogger("workers.outbox")
 
@@ -221,7 +219,7 @@ class OutboxReader:
 
 
 def _notice(fields: dict[Any, Any]) -> dict[str, Any] | None:
-    raw = {text(k): v for k, v in fields.items()}.get("notice")
+    raw = {as_text(k): v for k, v in fields.items()}.get("notice")
     if raw is None:
         return None
     try:

@@ -23,10 +23,9 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from genq import Queue, RedisClient, Worker
+from genq import HELD_CONNECTIONS, Queue, RedisClient, Worker
 from genq.connection import DEFAULTS as CONNECTION_DEFAULTS
 from genq.connection import connect as connect_redis
-from genq.worker import HELD_CONNECTIONS
 from genq_contract.keys import GatewayKeys
 from genq_contract.spend import publish_prices
 from providers.costs import served_models, warm_up

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
-from genq.worker import PRESENCE_SECONDS
+from genq import PRESENCE_SECONDS
 from genq_contract.routing import split_list
 from genq_contract.settings import CommonSettings
 from providers.limits import DEFAULT_MAX_COOLDOWN

@@ -22,8 +22,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 
-from genq import TERMINAL, CursorRefused, Tail, ViewerLagged, entry_order
-from genq.events import check_cursor
+from genq import TERMINAL, CursorRefused, Tail, ViewerLagged, check_cursor, entry_order
 
 from ..deps import GatewayDep, JobId, JobTenantDep, OwnedJob, load_owned_job
 from ..errors import BadRequest

@@ -10,8 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import ValidationError
 
-from genq import TERMINAL, Event, Job, JobStatus, Tail
-from genq.cancellation import cancel_and_wait
+from genq import TERMINAL, Event, Job, JobStatus, Tail, cancel_and_wait
 
 from ..budgets import release_if_never_ran
 from ..deps import (

@@ -4,7 +4,7 @@ Any process that speaks HTTP works a queue with a worker key (``genq keys create
 --queues demo``) or an admin key: it pulls jobs with a visibility, posts their chunks and
 progress (watchers see them on the generation's SSE stream, as a built-in worker's), extends
 the visibility while it works, and acks or nacks with the job's receipt. The same Lua scripts
-and fencing as the built-in worker (``genq.pull``): a stale receipt is 409 and changes nothing;
+and fencing as the built-in worker (``genq._pull``): a stale receipt is 409 and changes nothing;
 an expired visibility redelivers the job, its next attempt starting with ``restarted``. Only
 the key that pulled a job may use its receipt (403 for any other, an admin's included). Chunks
 and results are typed as the built-in worker's (``genq_contract.result``), and a nack's error
@@ -20,7 +20,6 @@ from typing import Annotated, TypeVar
 from fastapi import APIRouter, Depends, Path, Request
 
 from genq import JobLeaseLostError, PulledJob, Queue
-from genq.pull import ack, extend, nack, push_events
 from genq_contract.access import Access
 from genq_contract.payload import payload_fields
 from genq_contract.redact import redact
@@ -150,8 +149,8 @@ async def runnable(gateway: Gateway, queue: Queue, jobs: list[PulledJob]) -> lis
         if refusal is None:
             allowed.append(job)
         else:
-            await nack(
-                queue, job.id, job.receipt, f"{refusal}; the generation was not run", terminal=True
+            await queue.nack(
+                job.id, job.receipt, f"{refusal}; the generation was not run", terminal=True
             )
     return allowed
 
@@ -174,7 +173,7 @@ async def post_events(body: EventsRequest, job: HeldJobDep) -> HoldResponse:
     events = [(event.type, event.data) for event in body.events]
     cancel = await job.run(
         body.receipt,
-        lambda queue, receipt: push_events(queue, job.id, receipt, events, body.seq),
+        lambda queue, receipt: queue.push_events(job.id, receipt, events, body.seq),
     )
     return HoldResponse(cancel_requested=cancel)
 
@@ -183,7 +182,7 @@ async def post_events(body: EventsRequest, job: HeldJobDep) -> HoldResponse:
 async def extend_job(body: ExtendRequest, job: HeldJobDep) -> HoldResponse:
     """Holds the job ``visibility`` seconds from now (a job that is quiet for long)."""
     cancel = await job.run(
-        body.receipt, lambda queue, receipt: extend(queue, job.id, receipt, body.visibility)
+        body.receipt, lambda queue, receipt: queue.extend(job.id, receipt, body.visibility)
     )
     return HoldResponse(cancel_requested=cancel)
 
@@ -193,7 +192,7 @@ async def ack_job(body: AckRequest, job: HeldJobDep) -> SettleResponse:
     """Completes the job with ``result`` (``cancelled`` if a cancel was pending). Sending the
     same ack again answers the same."""
     result = body.result.as_json() if body.result is not None else None
-    status = await job.run(body.receipt, lambda queue, receipt: ack(queue, job.id, receipt, result))
+    status = await job.run(body.receipt, lambda queue, receipt: queue.ack(job.id, receipt, result))
     return SettleResponse(status=status)
 
 
@@ -205,6 +204,6 @@ async def nack_job(body: NackRequest, job: HeldJobDep) -> SettleResponse:
     error = redact(body.error)
     status = await job.run(
         body.receipt,
-        lambda queue, receipt: nack(queue, job.id, receipt, error, body.retry_after, body.terminal),
+        lambda queue, receipt: queue.nack(job.id, receipt, error, body.retry_after, body.terminal),
     )
     return SettleResponse(status=status)

@@ -1,4 +1,4 @@
--- Shared helpers: genq/scripts.py splices the ones a script uses into it, each just before the
+-- Shared helpers: genq/_scripts.py splices the ones a script uses into it, each just before the
 -- first of the script's top-level statements that needs it.
 
 -- The server's clock in ms. TIME answers two strings of digits; Lua's arithmetic reads them.
@@ -43,7 +43,7 @@ local function release_key(idem, id)
 end
 
 --[[ The books: the keys every state change keeps in step with the job, passed by each script
-as its last thirteen KEYS, in the order of genq/keys.py's Keys.books (books_at builds the table):
+as its last thirteen KEYS, in the order of genq/_keys.py's Keys.books (books_at builds the table):
   lines     zset, all scores 0: "<tenant>\0<rank, 16 digits>\0<id>" per runnable job, so one
             tenant's jobs are one lexical range, in rank order (its line)
   turns     zset: tenants with runnable jobs under their cap, by pass (lowest served next)

@@ -19,7 +19,7 @@ A ready job's record is written whole (its rank included) and the job goes into 
 the next pick admits it into the ready set, its tenant's line and the job index (see _lib.lua).
 A delayed job goes into the scheduled set and the job index at once.
 
-The record leaves out the fields that still hold their defaults, which genq/job.py reads back:
+The record leaves out the fields that still hold their defaults, which genq/_job.py reads back:
 attempt 0, progress '', cancel_requested 0, out 0, eseq 0, priority 0, tenant '', updated_at
 and run_at equal to created_at (the scripts that change a job write the ones they change), the
 nonce when it is the job's id (a generated id), and idempotency_key '' and idem_ttl when the job

@@ -23,8 +23,8 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from genq import ActiveJob, EnqueueItem, JobStatus, Queue, ReplicationTimeoutError
+from genq._retrying import with_retry
 from genq.connection import connect
-from genq.retrying import with_retry
 from tests.cluster.local_cluster import LocalCluster, Node
 from tests.cluster.support import cluster_state, prefix_on, running_cluster
 

@@ -10,8 +10,7 @@ import datetime
 import pytest
 import redis.asyncio as aioredis
 
-from genq import Queue
-from genq.events import text
+from genq import Queue, as_text
 from genq_contract import budget
 from genq_contract.budget import BudgetExceeded, Limits
 from genq_contract.keys import GatewayKeys
@@ -23,7 +22,7 @@ DAY2 = DAY1 + 86_400  # April 1st: a new day and a new month
 
 async def _account(redis: aioredis.Redis, prefix: str, tenant: str = "acme") -> dict[str, str]:
     raw = await redis.hgetall(GatewayKeys(prefix).budget(tenant))
-    return {text(k): text(v) for k, v in raw.items()}
+    return {as_text(k): as_text(v) for k, v in raw.items()}
 
 
 async def test_reserve_refuses_past_the_daily_limit_with_remaining_and_reset(

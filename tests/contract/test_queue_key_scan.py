@@ -28,7 +28,7 @@ def findings(source: str) -> list[str]:
     for node in ast.walk(ast.parse(source)):
         where = f"line {getattr(node, 'lineno', 0):04}"
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module.startswith("genq.keys"):
+            if node.module.startswith("genq._keys"):
                 found.append(f"{where}: imports {node.module}")
             elif node.module == "genq" and any(a.name == "Keys" for a in node.names):
                 found.append(f"{where}: imports genq.Keys")
@@ -59,7 +59,7 @@ def test_queue_key_scan_finds_nothing_outside_genq() -> None:
 
 def test_queue_key_scan_flags_each_raw_access() -> None:
     source = """
-from genq.keys import Keys
+from genq import Keys
 from genq import Keys, Queue
 pipe.get(queue.keys.idempotency(key))
 await self.queue.redis.exists(name)

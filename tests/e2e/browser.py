@@ -36,7 +36,7 @@ from urllib.parse import parse_qs, urlparse
 import httpx
 import pytest
 
-from genq.keys import Keys
+from genq import Keys
 from genq_cli.embedded_redis import free_port
 from tests.polling import waited_for
 

@@ -15,7 +15,7 @@ import redis
 import redis.asyncio as aioredis
 from playwright.sync_api import Locator, Page, expect
 
-from genq.keys import Keys
+from genq import Keys
 from genq_cli.usage import usd
 from genq_contract.spend import prices_key
 from tests.e2e.browser import (

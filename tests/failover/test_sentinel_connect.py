@@ -14,8 +14,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from genq import Queue
 from genq._queue_base import safe_block
 from genq._redis_patches import _HiredisPacking
+from genq._worker import dedicated_client
 from genq.connection import RedisClient, connect, is_sentinel_url
-from genq.worker import dedicated_client
 from tests.failover.conftest import DATA_PASSWORD, SENTINEL_PASSWORD
 from tests.failover.local_sentinel import LocalSentinel
 

@@ -49,8 +49,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from genq import Event, Queue, visible_text
-from genq.status import TERMINAL_EVENTS
+from genq import TERMINAL_EVENTS, Event, Queue, visible_text
 
 TERMINAL_STATUSES = frozenset(TERMINAL_EVENTS)
 LIVE_SETS = ("ready", "scheduled", "leases", "dead")

@@ -18,7 +18,7 @@ import pytest
 
 from genq import ActiveJob, JobCancelledError, JobStatus, Queue, RetryJobError
 from genq._calls import activate_call, cancel_call, settle_call
-from genq.cluster import Call
+from genq._cluster import Call
 from tests.faults.invariants import check_invariants
 from tests.faults.support import ScriptCalls, Viewer, eventually
 

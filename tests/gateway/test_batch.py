@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from genq._enqueue import CHUNK
 from genq_client import APIError, AsyncClient, Client, Created
 from tests.gateway.conftest import KEY_ALPHA, LiveGateway, client_for, make_settings, queue_for
 
@@ -169,7 +166,7 @@ async def test_batch_of_100_keyed_items_is_a_few_enqueue_calls(
         for entry in log
         if entry["command"].startswith(b"EVALSHA " + sha) and prefix.encode() in entry["command"]
     ]
-    assert len(enqueues) == math.ceil(100 / CHUNK)  # enqueue.lua per chunk, not per item
+    assert 1 < len(enqueues) <= 10  # enqueue.lua per chunk of items, not per item
     for o in out:
         assert (await alpha.get(f"/v1/generations/{o['id']}")).json()["status"] == "waiting"
 

@@ -20,8 +20,7 @@ from typing import Any
 import pytest
 
 from gateway.settings import Settings
-from genq import visible_text
-from genq.events import Event
+from genq import Event, visible_text
 
 from .conftest import create, read_stream
 from .test_pull import KEY_WORKER, worker_key_settings

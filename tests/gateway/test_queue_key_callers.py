@@ -149,6 +149,6 @@ async def test_queue_keys_are_touched_only_by_genq(
     finally:
         await redis.aclose()
     # the run went through the paths this test guards (genq answered them)
-    guarded = {"genq/_lookups.py", "genq/_doorbell.py", "genq/queue.py"}
+    guarded = {"genq/_lookups.py", "genq/_doorbell.py", "genq/_queue.py"}
     assert guarded <= recorder.callers.keys(), recorder.callers
     assert recorder.outside_genq() == {}, recorder.callers

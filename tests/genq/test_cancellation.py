@@ -1,10 +1,10 @@
-"""Stopping a task whose cancel redis-py swallowed (genq.cancellation)."""
+"""Stopping a task whose cancel redis-py swallowed (genq._cancellation)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from genq.cancellation import cancel_and_wait
+from genq import cancel_and_wait
 
 
 async def swallows_one_cancel(swallowed: list[int]) -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from genq.codecs import JsonCodec
+from genq._codecs import JsonCodec
 
 values = st.recursive(
     st.none()

@@ -16,8 +16,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 
 from genq import Enqueued, EnqueueItem, EnqueueManyError, JobExistsError, JobStatus, Queue
+from genq._codecs import JsonCodec
 from genq._enqueue import CHUNK
-from genq.codecs import JsonCodec
 from genq.connection import connect
 from tests.faults.invariants import check_invariants
 from tests.faults.proxy import Proxy

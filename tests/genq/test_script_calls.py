@@ -1,5 +1,5 @@
-"""genq's script calls (``genq.scripts.Script``). On a single node's pooled client they go out
-through :func:`genq.streamed.run_one` (batches through :func:`genq.streamed.run_streamed`) instead
+"""genq's script calls (``genq._scripts.Script``). On a single node's pooled client they go out
+through :func:`genq._streamed.run_one` (batches through :func:`genq.run_streamed`) instead
 of redis-py's ``execute_command``; they must keep what that path gives: a NOSCRIPT reload, the
 client's retry on a dropped connection, error replies raised, a connection left in step when a
 call is cancelled, and redis-py's own path where genq's does not apply."""
@@ -15,24 +15,24 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
-import genq.scripts
+import genq._scripts
 from genq import Queue
+from genq._scripts import Script
+from genq._streamed import pooled, run_streamed
 from genq.connection import connect, hiredis_packing
-from genq.scripts import Script
-from genq.streamed import pooled, run_streamed
 from tests.polling import waited_for
 
 
 async def test_a_script_call_goes_out_through_genqs_path_on_a_pooled_client(queue, monkeypatch):
     calls: list[str] = []
-    real = genq.scripts.run_one
+    real = genq._scripts.run_one
 
     async def counted(*args, **kwargs):
         calls.append(args[1].sha)
         return await real(*args, **kwargs)
 
     await queue.enqueue({"n": 0})  # loads the script
-    monkeypatch.setattr(genq.scripts, "run_one", counted)
+    monkeypatch.setattr(genq._scripts, "run_one", counted)
     done = await queue.enqueue({"n": 1})
     assert calls == [queue.scripts.enqueue.sha]
     assert (await queue.get(done.id)).payload == {"n": 1}

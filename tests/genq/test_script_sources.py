@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from genq.scripts import (
+from genq._scripts import (
     COMMENT,
     NAMES,
     compose,

@@ -1,4 +1,4 @@
-"""The one decoder of a job's stream entries (genq.events.read_entry) and the range read of
+"""The one decoder of a job's stream entries (genq._events.read_entry) and the range read of
 a job's stream (Queue.events_range), against a real server."""
 
 from __future__ import annotations

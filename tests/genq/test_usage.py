@@ -8,7 +8,7 @@ import pytest
 
 from genq import JobCancelledError, JobFailedError, JobStatus, RetryJobError, UsageRow
 from genq._calls import settle_call
-from genq.usage import encode_meter
+from genq._usage import encode_meter
 from tests.faults.support import ScriptCalls
 
 

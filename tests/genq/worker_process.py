@@ -35,9 +35,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from genq import ActiveJob, JobLeaseLostError, Queue
+from genq import PRESENCE_SECONDS, ActiveJob, JobLeaseLostError, Queue
 from genq.connection import RedisClient, connect, is_cluster_url
-from genq.worker import PRESENCE_SECONDS
 
 
 def report(ev: str, **fields: Any) -> None:

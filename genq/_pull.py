@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._calls import settle_call
+from ._errors import JobLeaseLostError
+from ._events import as_text
 from ._queue_base import QueueBase, ms
 from ._reserve import activate, pick, reclaim
-from .errors import JobLeaseLostError
-from .events import text
-from .retrying import with_retry
-from .scripts import Code
-from .status import CHUNK, PROGRESS
-from .streamed import run_streamed
-from .worker import MAX_ERROR_CHARS
+from ._retrying import with_retry
+from ._scripts import Code
+from ._status import CHUNK, PROGRESS
+from ._streamed import run_streamed
+from ._worker import MAX_ERROR_CHARS
 
 MAX_PULL = 500
 """The most jobs one pull may take."""
@@ -194,7 +194,7 @@ async def push_events(
             code = int(reply[0])
             if _cancel_pending(job_id, code):
                 return True
-            if text(reply[1]) == "" and seq is None:  # another push took this number: again
+            if as_text(reply[1]) == "" and seq is None:  # another push took this number: again
                 pending = pending[i:]
                 break
         else:
@@ -267,12 +267,12 @@ async def _settle(
         tries = max(1, int(attempt or 1))
         delay = random.uniform(0, min(queue.max_backoff, queue.backoff * 2 ** (tries - 1)))
     call = settle_call(
-        queue, job_id, token, text(idem) if idem else "", outcome, data, delay, reason
+        queue, job_id, token, as_text(idem) if idem else "", outcome, data, delay, reason
     )
     reply = await with_retry(lambda: queue.scripts.settle(*call), within=queue.lease)
     if int(reply[0]) == Code.LEASE_LOST:
         raise JobLeaseLostError(job_id)
-    return text(reply[1])
+    return as_text(reply[1])
 
 
 async def reclaim_if_expired(queue: QueueBase, job_id: str) -> None:

@@ -17,18 +17,18 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError, ResponseError
 
+from ._active_job import ActiveJob
 from ._calls import presence_call, settle_call
+from ._cancellation import cancel_and_wait, raise_if_cancelled
+from ._cluster import Call, open_pubsub, run_durably
+from ._errors import JobError, JobLeaseLostError, RetryJobError, TerminalJobError
+from ._events import as_text
 from ._queue_base import QueueBase, ms, safe_block
 from ._reserve import activate, pick, reclaim
-from .active_job import ActiveJob
-from .cancellation import cancel_and_wait, raise_if_cancelled
-from .cluster import Call, open_pubsub, run_durably
+from ._retrying import TRANSIENT, with_retry
+from ._scripts import Code
+from ._streamed import run_streamed
 from .connection import RedisClient
-from .errors import JobError, JobLeaseLostError, RetryJobError, TerminalJobError
-from .events import text
-from .retrying import TRANSIENT, with_retry
-from .scripts import Code
-from .streamed import run_streamed
 
 log = logging.getLogger("genq.worker")
 
@@ -378,14 +378,14 @@ class Worker:
         taken = await self.queue.scripts.presence(
             keys=keys, args=args, client=self._presence_client
         )
-        return [text(i) for i in taken]
+        return [as_text(i) for i in taken]
 
     async def _keep_presence(self) -> None:
         """The worker's own sign of life, renewed from its loop (not by jobs, which can be silent
         for long), and the takeover of the jobs of workers that gave none: reclaimed at once
         through reclaim.lua, the same script and fencing as a lease expiry."""
         while True:
-            raise_if_cancelled()  # a cancel redis-py swallowed (see genq.cancellation)
+            raise_if_cancelled()  # a cancel redis-py swallowed (see genq._cancellation)
             await asyncio.sleep(self.presence / 6)
             try:
                 taken = await self._announce()
@@ -445,7 +445,7 @@ class Worker:
                     raise_if_cancelled()
                     if message is None or message.get("type") != "message":
                         continue
-                    job_id = text(message["data"])
+                    job_id = as_text(message["data"])
                     for slot in self._slots.values():
                         if slot.job.id == job_id:
                             slot.poke.set()

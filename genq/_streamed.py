@@ -2,7 +2,7 @@
 
 Every batch of script calls genq sends goes this way (``Queue.enqueue_many``, a worker's
 activations, settles and emits, a puller's events, the gateway's limit scripts), and a single
-call (``genq.scripts.Script``) through :func:`run_one`, the same steps for one. On a single
+call (``genq._scripts.Script``) through :func:`run_one`, the same steps for one. On a single
 node's pooled client that is redis-py's ``execute_command`` and pipeline without their
 per-command Python: a batch of 8 calls in 235-257 µs against a redis-py pipeline's 293-350 on
 this 2-core machine, one call in 136-170 against 176-192. Calls already made (a list) go out
@@ -14,7 +14,7 @@ made.
 
 On a Cluster client, one holding a single connection of its own, or with genq's redis-py patches
 off (another redis-py than the tested one: :mod:`genq._redis_patches`), the calls are made first
-and sent with :func:`genq.cluster.run_pipelined`.
+and sent with :func:`genq._cluster.run_pipelined`.
 A lost connection (or a reply that never came) is handled by the client's own retry policy, as
 for a pipeline: the connection is dropped and every call made so far is sent again before the
 rest. A NOSCRIPT loads the script and sends every call again. Both are safe: every genq script
@@ -34,8 +34,8 @@ from redis.asyncio.connection import AbstractConnection
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, ResponseError
 
+from ._cluster import Call, run_pipelined
 from ._redis_patches import patched
-from .cluster import Call, run_pipelined
 from .connection import RedisClient
 
 T = TypeVar("T")

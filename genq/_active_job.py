@@ -8,15 +8,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ._cancellation import raise_if_cancelled
+from ._errors import JobLeaseLostError
+from ._events import as_text
 from ._queue_base import QueueBase
-from .cancellation import raise_if_cancelled
-from .errors import JobLeaseLostError
-from .events import text
-from .retrying import with_retry
-from .scripts import Code
-from .status import CHUNK, PROGRESS, RESTARTED
-from .streamed import run_streamed
-from .usage import encode_meter
+from ._retrying import with_retry
+from ._scripts import Code
+from ._status import CHUNK, PROGRESS, RESTARTED
+from ._streamed import run_streamed
+from ._usage import encode_meter
 
 
 class ActiveJob:
@@ -162,4 +162,4 @@ async def emit_many(items: Sequence[tuple[ActiveJob, Any]]) -> list[BaseExceptio
 def record_fields(raw: list[Any]) -> dict[str, str]:
     """HGETALL as a flat list (a script's reply) -> dict."""
     it = iter(raw)
-    return {text(k): text(v) for k, v in zip(it, it, strict=True)}
+    return {as_text(k): as_text(v) for k, v in zip(it, it, strict=True)}

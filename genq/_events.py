@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .codecs import Codec
-from .status import CHUNK, RESTARTED, TERMINAL_EVENTS
+from ._codecs import Codec
+from ._status import CHUNK, RESTARTED, TERMINAL_EVENTS
 
 # ASCII digits only, matched in full: ``\d`` takes any Unicode digit and ``$`` matches before a
 # trailing newline, and Redis refuses both.
@@ -36,7 +36,7 @@ class Event:
         return self.type in TERMINAL_EVENTS
 
 
-def text(value: bytes | str) -> str:
+def as_text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
@@ -84,9 +84,9 @@ class StreamEntry:
 
 def read_entry(entry_id: bytes | str, fields: dict[Any, Any]) -> StreamEntry:
     """The one decoder of a raw stream entry (an XRANGE/XREAD item) of a job's stream."""
-    values = {text(k): text(v) for k, v in fields.items()}
+    values = {as_text(k): as_text(v) for k, v in fields.items()}
     return StreamEntry(
-        text(entry_id), values.get("type", ""), values.get("data", "null"), values.get("usage")
+        as_text(entry_id), values.get("type", ""), values.get("data", "null"), values.get("usage")
     )
 
 

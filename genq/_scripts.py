@@ -20,9 +20,9 @@ from typing import Any
 
 from redis.commands.core import AsyncScript
 
+from ._errors import JobExistsError, JobLeaseLostError, JobNotFoundError
+from ._streamed import pooled, run_one
 from .connection import RedisClient
-from .errors import JobExistsError, JobLeaseLostError, JobNotFoundError
-from .streamed import pooled, run_one
 
 NAMES = (
     "enqueue",
@@ -179,7 +179,7 @@ def source(name: str) -> str:
 
 class Script(AsyncScript):
     """A registered script whose calls on a single node's pooled client skip redis-py's
-    per-command bookkeeping (:func:`genq.streamed.run_one`); on a cluster, a client holding
+    per-command bookkeeping (:func:`genq._streamed.run_one`); on a cluster, a client holding
     one connection, or a pipeline, it is redis-py's ``AsyncScript`` as it is."""
 
     async def __call__(

@@ -6,9 +6,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .codecs import Codec
-from .events import text
-from .status import JobStatus
+from ._codecs import Codec
+from ._events import as_text
+from ._status import JobStatus
 
 
 def _seconds(ms: str | None) -> float | None:
@@ -88,7 +88,7 @@ class Job:
     def from_hash(
         cls, raw: dict[Any, Any], codec: Codec[Any], result_codec: Codec[Any], now: float
     ) -> Job:
-        f = {text(k): text(v) for k, v in raw.items()}
+        f = {as_text(k): as_text(v) for k, v in raw.items()}
         status = JobStatus(f["status"])
         # enqueue.lua leaves out the fields that hold their defaults (see its header): a job
         # not yet updated or delayed was updated and runs at its creation.

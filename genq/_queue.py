@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
+from ._active_job import ActiveJob
 from ._calls import cancel_call, delete_call, purge_dead_call, retry_call
+from ._cancellation import raise_if_cancelled
 from ._dead_letters import DeadEntry, DeadPage, format_cursor, parse_cursor, rows_after
 from ._doorbell import Doorbell
 from ._enqueue import (
@@ -21,22 +23,20 @@ from ._enqueue import (
     one_call,
     run_enqueue,
 )
+from ._errors import JobCancelledError, JobFailedError, JobNotFinishedError, JobNotFoundError
+from ._events import Event, StreamEntry, as_text, check_cursor, decode_entry
+from ._job import Job
 from ._job_index import IdPage, JobPage, count_jobs, list_ids, list_jobs
 from ._outbox import OutboxGroup
+from ._pull import Pulled, PulledJob, ack, extend, nack, pull, push_events
 from ._queue_base import QueueBase, ms
+from ._scripts import Code
+from ._status import TERMINAL, JobStatus
 from ._stream_reads import first_ordinal, read_range, read_retained
-from .active_job import ActiveJob
-from .cancellation import raise_if_cancelled
+from ._streamed import run_streamed
+from ._usage import UsageRow, days, parse_counters
+from ._worker import PRESENCE_SECONDS, Worker
 from .connection import RedisPipeline
-from .errors import JobCancelledError, JobFailedError, JobNotFinishedError, JobNotFoundError
-from .events import Event, StreamEntry, check_cursor, decode_entry, text
-from .job import Job
-from .pull import PulledJob, ack, extend, nack, pull, push_events
-from .scripts import Code
-from .status import TERMINAL, JobStatus
-from .streamed import run_streamed
-from .usage import UsageRow, days, parse_counters
-from .worker import PRESENCE_SECONDS, Worker
 
 __all__ = ["EnqueueItem", "Enqueued", "IdPage", "JobPage", "Queue", "QueueStats"]
 
@@ -137,7 +137,7 @@ class Queue(QueueBase):
     async def find(self, idempotency_key: str) -> Job | None:
         """The job an idempotency key is bound to, or None when it is bound to none."""
         bound = await self.redis.get(self.keys.idempotency(idempotency_key))
-        return await self.get(text(bound)) if bound else None
+        return await self.get(as_text(bound)) if bound else None
 
     async def jobs(
         self,
@@ -229,7 +229,7 @@ class Queue(QueueBase):
                 status = await self.redis.hget(self.keys.job(job_id), "status")
                 if status is None:
                     return
-                if JobStatus(text(status)) in TERMINAL:
+                if JobStatus(as_text(status)) in TERMINAL:
                     entries = await self._entries_after(key, cursor)
                     if not entries:
                         return
@@ -266,7 +266,7 @@ class Queue(QueueBase):
                 raise_if_cancelled()  # the timeout's cancel must not be lost in redis-py
                 if status is None:
                     raise JobNotFoundError(job_id)
-                if JobStatus(text(status)) in TERMINAL:
+                if JobStatus(as_text(status)) in TERMINAL:
                     return await self._outcome(job_id)
                 last = self._newest(newest)
                 async for event in self.watch(job_id, after=last.id if last else None):
@@ -300,7 +300,7 @@ class Queue(QueueBase):
         # creation time).
         since = [float(score) for _, score in head]
         if first:
-            since.append(float(text(first)[:15]))
+            since.append(float(as_text(first)[:15]))
         oldest = max(0.0, now - min(since) / 1000) if since else 0.0
         return QueueStats(ready + intake, scheduled, active, dead, oldest)
 
@@ -363,7 +363,7 @@ class Queue(QueueBase):
     async def dead(self, count: int = 20) -> list[str]:
         """Ids of dead-lettered jobs, oldest first."""
         ids: list[Any] = await self.redis.zrange(self.keys.dead, 0, count - 1)
-        return [text(i) for i in ids]
+        return [as_text(i) for i in ids]
 
     async def dead_entries(self, count: int = 20) -> list[DeadEntry]:
         """The newest ``count`` dead-lettered jobs with why they died, newest first."""
@@ -394,7 +394,7 @@ class Queue(QueueBase):
         fields = ("dead_reason", "error", "attempt")
         async with self.redis.pipeline(transaction=False) as pipe:
             for job_id, _ in page:
-                pipe.hmget(self.keys.job(text(job_id)), *fields)
+                pipe.hmget(self.keys.job(as_text(job_id)), *fields)
             records = await pipe.execute()
         entries = []
         for (job_id, died_ms), (reason, error, attempt) in zip(page, records, strict=True):
@@ -402,9 +402,9 @@ class Queue(QueueBase):
                 continue
             entries.append(
                 DeadEntry(
-                    id=text(job_id),
-                    reason=text(reason),
-                    error=text(error) if error else None,
+                    id=as_text(job_id),
+                    reason=as_text(reason),
+                    error=as_text(error) if error else None,
                     attempts=int(attempt or 0),
                     died_at=died_ms / 1000,
                 )
@@ -452,13 +452,18 @@ class Queue(QueueBase):
             if ids is not None:
                 return purged
 
-    # -- pulling (workers anywhere: genq/pull.py) ----------------------------------------------
+    # -- pulling (workers anywhere: genq/_pull.py) ----------------------------------------------
 
     async def pull(self, max: int = 1, visibility: float = 60.0) -> list[PulledJob]:
         """Takes up to ``max`` runnable jobs (fair share and ``tenant_weights`` apply), each
         held for ``visibility`` seconds under its ``receipt``. A job not acked or nacked by
         then goes back in line and its next attempt starts with ``restarted``. [] when none."""
-        return (await pull(self, max, visibility)).jobs
+        return (await self.pull_batch(max, visibility)).jobs
+
+    async def pull_batch(self, max: int = 1, visibility: float = 60.0) -> Pulled:
+        """:meth:`pull`, plus when the queue may next have a runnable job (``next_change``,
+        seconds; None when nothing is waiting): what a caller that waits for work naps by."""
+        return await pull(self, max, visibility)
 
     async def ack(self, job_id: str, receipt: str, result: Any = None) -> str:
         """Completes a pulled job; returns its status after (``completed``, or ``cancelled``
@@ -487,7 +492,7 @@ class Queue(QueueBase):
         self,
         job_id: str,
         receipt: str,
-        events: list[tuple[str, Any]],
+        events: Sequence[tuple[str, Any]],
         seq: int | None = None,
     ) -> bool:
         """Appends ``(type, data)`` events (``chunk`` or ``progress``) to a pulled job's
