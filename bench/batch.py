@@ -47,7 +47,8 @@ from genq import EnqueueItem, Queue
 from genq_cli.embedded_redis import EmbeddedRedis, free_port
 from genq_contract.api_keys import hash_key
 from genq_contract.payload import GenerationPayload
-from genq_contract.spend import DEMO_PRICE, publish_prices
+from genq_contract.spend import DEMO_PRICE
+from genq_services.prices import publish_prices
 
 API_KEY = "bench-batch-key"
 SECRET = "bench-batch-secret-0123456789abcdef"

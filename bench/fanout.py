@@ -14,8 +14,8 @@ worker (in this process) makes every generation emit ``--rate`` chunks per secon
   hand-written ASGI loop (no FastAPI, middleware, sse-starlette or auth). ``shared / raw`` is
   what the framework costs, measured in the same run on the same (shared) machine.
 - ``unpatched`` (not in the default ``--readers``): ``shared`` with the gateway's sse-starlette
-  patch off (gateway/_sse_patches.py: sse-starlette's own send, as on an untested release);
-  ``unpatched / shared`` is what the patch buys.
+  patch off (gateway/streaming/_sse_patches.py: sse-starlette's own send, as on an untested
+  release); ``unpatched / shared`` is what the patch buys.
 
 For each run it prints the event loop and HTTP parser each gateway process runs (uvicorn's
 ``auto``: uvloop and httptools when installed); the Redis connections the gateway held (in
@@ -71,8 +71,8 @@ from typing import Any
 import httpx
 import redis.asyncio as aioredis
 
-from gateway.auth import hash_key
-from gateway.frames import frame
+from gateway.access.auth import hash_key
+from gateway.streaming.frames import frame
 from genq import ActiveJob, Queue, StreamEntry, Tail, reader_links
 from genq_cli.embedded_redis import EmbeddedRedis, free_port
 
@@ -209,7 +209,7 @@ def bench_app() -> Any:
     if conf["reader"] == "raw":
         return RawEvents(app)
     if conf["reader"] == "unpatched":
-        from gateway import _sse_patches
+        from gateway.streaming import _sse_patches
 
         _sse_patches.set_patched(False)
     return app

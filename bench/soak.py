@@ -60,7 +60,8 @@ import redis.asyncio as aioredis
 
 from genq import PRESENCE_SECONDS, Event, JobNotFoundError, Queue, visible_text
 from genq_cli.embedded_redis import EmbeddedRedis
-from genq_contract.spend import COUNT_NAMES, NANOS_PER_USD, Usage
+from genq_contract.money import NANOS_PER_USD
+from genq_contract.spend import COUNT_NAMES, Usage
 from workers.lifetime import die_with_parent
 
 MODEL = "demo/fast"

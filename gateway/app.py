@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from .deps import Gateway
 from .errors import install_error_handlers
 from .middleware import BodyLimit, CatchAll, GatewayApp, SecurityHeaders, redact_access_logs
 from .openai import chat, models, responses
@@ -34,6 +33,7 @@ from .routes import pull as pull_routes
 from .routes.docs import mount_docs
 from .routes.web import mount_web
 from .settings import Settings
+from .state import Gateway
 
 API_DESCRIPTION = """\
 Durable AI generations: enqueue, stream over resumable SSE, cancel, wait for the result.
@@ -51,10 +51,10 @@ def tune_gc() -> None:
     """Fewer, cheaper garbage collections for a process holding thousands of streams.
 
     Every viewer keeps a few dozen long-lived objects (connection, task, generator frames), and
-    the default thresholds made the collector walk them all again and again: in
-    ``bench/fanout.py`` (5,000 viewers) collections took about a fifth of the gateway's CPU and
-    put pauses in the delivery delay. The startup heap is frozen (never scanned again) and young
-    collections run every 50,000 net allocations instead of 700."""
+    with the default thresholds the collector walks them all again and again, which costs CPU
+    and puts pauses in the delivery delay (what that cost in ``bench/fanout.py``:
+    docs/KNOWN_LIMITS.md). The startup heap is frozen (never scanned again) and young
+    collections run far less often (``GC_THRESHOLD``)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLD)

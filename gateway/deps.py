@@ -1,124 +1,19 @@
-"""What routes depend on: the gateway's shared state, the caller's identity, owned jobs.
+"""What routes depend on: the gateway's process state and the caller's identity.
 
 Identity comes from ``Authorization: Bearer <api key>``; on the events and cancel routes a
-watch token (``?token=``) works too, since EventSource cannot send headers. A job that belongs
-to another tenant is reported exactly like one that does not exist.
+watch token (``?token=``) works too, since EventSource cannot send headers.
 """
 
 from __future__ import annotations
 
-import contextlib
-from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, Path, Request
 from fastapi.security import APIKeyQuery, HTTPAuthorizationCredentials, HTTPBearer
-from redis.asyncio import Redis
-from redis.asyncio.cluster import RedisCluster
 
-from genq import Job, Queue, Tail, reader_links
-from genq_contract.access import Access
-from genq_contract.payload import payload_fields
-
-from .audit import Audit
-from .auth import Authenticator, KeyStore, Principal, WatchTokens
-from .budgets import BudgetSweep
-from .errors import Forbidden, NotFound, Unauthorized
-from .frames import frame
-from .history import History
-from .limits import Limiter
-from .metrics import Metrics
-from .queues import Queues
-from .readers import open_shared
-from .settings import Settings
-from .slots import TenantSlots
-
-
-@dataclass
-class Gateway:
-    """Everything one gateway process shares between requests."""
-
-    settings: Settings
-    redis: Redis | RedisCluster
-    queues: Queues
-    tails: dict[str, Tail]
-    auth: Authenticator
-    keystore: KeyStore
-    tokens: WatchTokens
-    limiter: Limiter
-    metrics: Metrics
-    history: History
-    sweep: BudgetSweep
-    """Releases budget reservations nobody charged (a worker killed mid-attempt)."""
-    audit: Audit
-    streams: TenantSlots
-    """Event streams open per tenant (this process): every streaming route's, through
-    :func:`gateway.sse.stream_slot`."""
-    waits: TenantSlots
-    """Server-side waits open per tenant (this process): ``GET .../result`` and the OpenAI
-    routes' non-streamed calls."""
-
-    @classmethod
-    async def open(cls, settings: Settings) -> Gateway:
-        redis = open_shared(settings)
-        queues = Queues(redis, settings.routing(), **settings.queue_options())
-        keystore = KeyStore(redis, settings.keys.api_keys)
-        access = Access(redis, settings.queue_namespace)  # revoked key ids, disabled tenants
-        secret = settings.secret.get_secret_value() if settings.secret else ""
-        tails = {name: open_tail(settings, redis, queue) for name, queue in queues}
-        for tail in tails.values():
-            await tail.start()
-        history = History(redis, queues, interval=settings.history_interval)
-        history.start()
-        sweep = BudgetSweep(redis, settings, dict(queues), settings.budget_sweep_interval)
-        sweep.start()
-        return cls(
-            settings=settings,
-            redis=redis,
-            queues=queues,
-            tails=tails,
-            auth=Authenticator(settings.grants(), keystore, settings.key_cache_seconds, access),
-            keystore=keystore,
-            tokens=WatchTokens(secret, settings.watch_token_ttl, access),
-            limiter=Limiter(redis, settings, queues),
-            metrics=Metrics(),
-            history=history,
-            sweep=sweep,
-            audit=Audit(redis, settings.keys.audit),
-            streams=TenantSlots("event streams", settings.max_streams_for),
-            waits=TenantSlots("result waits", settings.max_waits_for),
-        )
-
-    async def close(self) -> None:
-        await self.history.stop()
-        await self.sweep.stop()
-        for tail in self.tails.values():
-            await tail.stop()
-        with contextlib.suppress(Exception):
-            await self.redis.aclose()
-        pool = getattr(self.redis, "connection_pool", None)  # a Redis does not own a pool
-        if pool is not None:  # it was given (a RedisCluster closes its nodes itself)
-            with contextlib.suppress(Exception):
-                await pool.aclose()
-
-
-def open_tail(settings: Settings, redis: Redis | RedisCluster, queue: Queue) -> Tail:
-    """The queue's shared tail, framing each entry as SSE once for all its viewers."""
-    links = reader_links(
-        redis,
-        settings.redis_url,
-        client_name=f"genq-tail:{settings.queue_namespace}",
-        block=settings.tail_block,
-    )
-    return Tail(
-        queue,
-        links,
-        block=settings.tail_block,
-        idle_check=settings.tail_idle_check,
-        heartbeat=settings.sse_ping,
-        pace=settings.tail_pace,
-        frame=frame,
-    )
+from .access.auth import Principal
+from .errors import Forbidden, Unauthorized
+from .state import Gateway
 
 
 def get_gateway(request: Request) -> Gateway:
@@ -196,23 +91,3 @@ PrincipalDep = Annotated[Principal, Depends(current_principal)]
 AdminDep = Annotated[Principal, Depends(admin_principal)]
 PullerDep = Annotated[Principal, Depends(queue_puller)]
 JobTenantDep = Annotated[str, Depends(job_tenant)]
-
-
-@dataclass(frozen=True)
-class OwnedJob:
-    provider: str
-    queue: Queue
-    job: Job
-
-
-async def load_owned_job(gateway: Gateway, job_id: str, tenant: str) -> OwnedJob:
-    """The job if it exists and belongs to ``tenant``; NotFound otherwise (either way)."""
-    provider, queue = gateway.queues.locate(job_id)
-    job = await queue.get(job_id)
-    if job is None or tenant_of(job) != tenant:
-        raise NotFound("generation not found")
-    return OwnedJob(provider, queue, job)
-
-
-def tenant_of(job: Job) -> Any:
-    return payload_fields(job.payload).get("tenant")

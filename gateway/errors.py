@@ -34,6 +34,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -192,3 +193,15 @@ def install_error_handlers(app: FastAPI) -> None:
         UnicodeEncodeError,
     ):
         app.add_exception_handler(kind, handle)
+
+
+class ErrorDetail(BaseModel):
+    # No docstring: it would become the schema's description, and every error answer's body
+    # is documented by the statuses of ERRORS.
+    detail: str | list[Any]
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorDetail} for code in (400, 401, 403, 404, 413, 422, 429, 503)
+}
+"""The error answers a route documents (its router's ``responses``)."""

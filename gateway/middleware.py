@@ -27,13 +27,14 @@ class GatewayApp(FastAPI):
     """FastAPI keeping the server's own ``send`` in each request's scope (``SERVER_SEND``).
 
     An event stream sends its body there once its response has started
-    (:class:`gateway._sse_patches.WatchedSend`, on the tested sse-starlette): every ``send``
-    wrapper in the chain (Starlette's and FastAPI's error middleware, CORS and the ones in this
-    module) looks at a response's start only and passes body messages through unchanged, and a
-    stream sends a body message per viewer and event. Skipping the chain's five wrappers there
-    halved the median delivery delay at 5,000 viewers (docs/GATEWAY.md). A middleware that must
-    see body messages (compression, say, which sse-starlette refuses anyway) would have to be
-    applied inside the route instead."""
+    (:class:`gateway.streaming._sse_patches.WatchedSend`, on the tested sse-starlette): every
+    ``send`` wrapper in the chain (Starlette's and FastAPI's error middleware, CORS and the ones
+    in this module) looks at a response's start only and passes body messages through
+    unchanged, and a stream sends a body message per viewer and event, so skipping the chain's
+    wrappers there takes their cost off every event a viewer gets (what it bought:
+    docs/KNOWN_LIMITS.md, docs/GATEWAY.md). A middleware that must see body messages
+    (compression, say, which sse-starlette refuses anyway) would have to be applied inside the
+    route instead."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope[SERVER_SEND] = send

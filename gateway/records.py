@@ -1,18 +1,102 @@
 """A job as the API shows it: the caller's own view, no other tenant's data, no prompt echo.
 
-It names the API key the job runs as (``key_id``); the operators' views add the tenant.
+It names the API key the job runs as (``key_id``); the operators' views add the tenant. The
+bodies (:class:`Generation` and its kin, also the OpenAPI schema) are here, beside the code
+that fills them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
 
 from genq import Job, JobStatus
 from genq_contract.payload import payload_fields
 from genq_contract.result import read_result
 from genq_contract.spend import Usage
 
-from .schemas import AttemptOut, Generation
+
+class AttemptOut(BaseModel):
+    """One attempt that ended, and what it cost."""
+
+    attempt: int
+    started_at: float | None = Field(description="Epoch seconds")
+    ended_at: float = Field(description="Epoch seconds")
+    outcome: str = Field(
+        description="completed | retry | failed | cancelled | lease_expired | released"
+    )
+    error: str | None = None
+    model: str | None = Field(default=None, description="The model this attempt called")
+    usage: dict[str, Any] | None = Field(
+        default=None, description="This attempt's tokens and cost (the shape of usage above)"
+    )
+
+
+class Generation(BaseModel):
+    """A generation's record. ``text`` is set once it completed."""
+
+    id: str
+    status: Literal["waiting", "scheduled", "active", "completed", "failed", "cancelled"]
+    model: str | None = None
+    text: str | None = None
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = Field(
+        default=None,
+        description="Tokens and cost of every attempt so far, summed (restarts cost too): "
+        "prompt_tokens, completion_tokens, cached_tokens, total_tokens, cost_usd, estimated",
+    )
+    answered_by: str | None = Field(
+        default=None,
+        description="The model whose text is the result (a fallback's, if it took over)",
+    )
+    error: str | None = None
+    attempt: int
+    max_attempts: int
+    progress: float | None = Field(
+        default=None, description="0..1 as the handler last reported it; null until it reports"
+    )
+    priority: int
+    cancel_requested: bool
+    idempotency_key: str | None = None
+    key_id: str | None = Field(
+        default=None,
+        description="The API key it runs as (first 8 hex digits of the key's digest, as "
+        "`genq keys list` shows): revoking that key stops it",
+    )
+    metadata: dict[str, Any] = {}
+    created_at: float
+    updated_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    run_at: float | None = Field(
+        default=None, description="When a scheduled generation may start (epoch seconds)"
+    )
+    retry_in: float | None = Field(
+        default=None, description="Seconds until a scheduled generation may start (Redis clock)"
+    )
+    events_url: str
+    attempts: list[AttemptOut] = Field(
+        default=[], description="Every attempt that ended (the newest 50), oldest first"
+    )
+
+
+class AdminGeneration(Generation):
+    """Any tenant's generation, with what it was asked and a token to follow it."""
+
+    tenant: str | None
+    queue: str
+    payload: dict[str, Any]
+    result: Any = None
+    watch_token: str
+    watch_token_expires_at: int
+
+
+class GenerationList(BaseModel):
+    generations: list[Generation] = Field(description="Newest first (by creation)")
+    next_cursor: str | None = Field(
+        default=None, description="Pass as ?cursor= for the next page; null after the last one"
+    )
 
 
 def events_url(job_id: str) -> str:

@@ -7,6 +7,7 @@ from ._codecs import Codec, JsonCodec, PydanticCodec
 from ._dead_letter_watch import DeadLetterWatch
 from ._dead_letters import DeadEntry, DeadPage
 from ._doorbell import Doorbell
+from ._enqueue import Enqueued, EnqueueItem
 from ._errors import (
     EnqueueManyError,
     GenqError,
@@ -35,15 +36,16 @@ from ._job_index import IdPage, JobPage
 from ._keys import Keys
 from ._lookups import JobState, bound_jobs, job_states
 from ._outbox import ConsumerInfo, OutboxEntry, OutboxGroup
+from ._patch_guard import PatchGuard
 from ._pull import Pulled, PulledJob
-from ._queue import Enqueued, EnqueueItem, Queue, QueueStats
+from ._queue import Queue
+from ._queue_stats import QueueStats
 from ._reader_link import ReaderLink, reader_links
 from ._retrying import TRANSIENT
 from ._status import CHUNK, PROGRESS, RESTARTED, TERMINAL, TERMINAL_EVENTS, JobStatus
 from ._streamed import run_streamed
 from ._tail import Tail
 from ._usage import UsageRow
-from ._versions import untested_version
 from ._worker import HELD_CONNECTIONS, PRESENCE_SECONDS, Worker
 from .connection import RedisClient, RedisPipeline, connect
 
@@ -86,6 +88,7 @@ __all__ = [
     "Keys",
     "OutboxEntry",
     "OutboxGroup",
+    "PatchGuard",
     "Pulled",
     "PulledJob",
     "PydanticCodec",
@@ -114,6 +117,5 @@ __all__ = [
     "raise_if_cancelled",
     "reader_links",
     "run_streamed",
-    "untested_version",
     "visible_text",
 ]

@@ -6,10 +6,10 @@
 - :func:`hiredis_packing`: connection classes that pack commands with hiredis, write without
   the task redis-py makes for each write, and raise a write on a torn-down connection as the
   ``ConnectionError`` it is.
-- Script calls written straight to a pooled connection (:mod:`genq._streamed`, taken where
-  :func:`patched` says so): ``pack_command``, ``send_packed_command`` and ``read_response``
-  under the client's retry policy, without ``execute_command``'s and the pipeline's
-  per-command Python.
+- Script calls written straight to a pooled connection (:func:`evalsha`,
+  :func:`evalsha_streamed`; :mod:`genq._streamed` takes them where :func:`pooled` says so):
+  ``pack_command``, ``send_packed_command`` and ``read_response`` under the client's retry
+  policy, without ``execute_command``'s and the pipeline's per-command Python.
 
 All three lean on redis-py's private or undocumented parts, so they are on only with the
 release they were tested on (:data:`TESTED_VERSIONS`, the one pyproject.toml pins). With any
@@ -23,62 +23,39 @@ Upgrading redis-py: change the pin and :data:`TESTED_VERSIONS` together, run tho
 from __future__ import annotations
 
 import asyncio
-import logging
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from functools import cache
+from typing import Any, TypeGuard, TypeVar
 
 import hiredis
-from redis.asyncio import ConnectionPool
+from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio.client import Pipeline
 from redis.asyncio.connection import AbstractConnection
+from redis.commands.core import AsyncScript
 from redis.event import AsyncAfterConnectionReleasedEvent
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.observability.providers import get_observability_instance
 
-from ._versions import untested_version
+from ._patch_guard import PatchGuard
 
-log = logging.getLogger("genq.patches")
+GUARD = PatchGuard(
+    tested={"redis": "8.1.0"},
+    off_warning="genq's redis-py patches are off; it uses redis-py's own pool, connections "
+    "and pipeline (slower)",
+    logger="genq.patches",
+)
+"""On with the release the patches were written and tested against, the one pyproject.toml
+pins; clients made from then on, and every script call, ask it."""
 
-TESTED_VERSIONS = {"redis": "8.1.0"}
-"""Distribution -> the exact release the patches were written and tested against."""
+TESTED_VERSIONS = GUARD.tested
+version_mismatch = GUARD.version_mismatch
+check = GUARD.check
+set_patched = GUARD.set_patched
+patched = GUARD.patched
 
-
-def version_mismatch() -> str | None:
-    """What differs from :data:`TESTED_VERSIONS` in this environment, or None."""
-    return untested_version(TESTED_VERSIONS)
-
-
-_on = False
-_tested = False
-"""Whether the installed release is the tested one, as :func:`check` found."""
-
-
-def check() -> bool:
-    """Turns the patches on if the installed redis-py is the tested one, and off with one
-    warning otherwise (as importing genq does); returns whether they are on."""
-    global _on, _tested
-    mismatch = version_mismatch()
-    if mismatch is not None:
-        log.warning(
-            "%s: genq's redis-py patches are off; it uses redis-py's own pool, connections "
-            "and pipeline (slower)",
-            mismatch,
-        )
-    _on = _tested = mismatch is None
-    return _on
-
-
-def set_patched(on: bool) -> bool:
-    """Turns the patches on or off (redis-py's public path, e.g. for a benchmark's reference
-    run) for clients made from now on, and for every script call; returns whether they are on
-    (never with another redis-py than the tested one)."""
-    global _on
-    _on = on and _tested
-    return _on
-
-
-def patched() -> bool:
-    """Whether genq uses its redis-py patches now."""
-    return _on
+T = TypeVar("T")
 
 
 def _metrics_on() -> bool:
@@ -190,12 +167,110 @@ def hiredis_packing(connection_class: type) -> type:
 def connection_class(base: type) -> type:
     """The connection class genq gives a client built on ``base``: hiredis packing while the
     patches are on, ``base`` itself otherwise."""
-    return hiredis_packing(base) if _on else base
+    return hiredis_packing(base) if patched() else base
 
 
 def pool_class() -> type[ConnectionPool]:
     """The pool genq gives a single node without a wait for a free connection."""
-    return LeanConnectionPool if _on else ConnectionPool
+    return LeanConnectionPool if patched() else ConnectionPool
+
+
+def pooled(redis: Any) -> TypeGuard[Redis]:
+    """Whether ``redis`` is a single node's client drawing on its pool (not a Cluster client,
+    a pipeline, or a client holding one connection of its own) and the patches are on: where
+    :func:`evalsha` and :func:`evalsha_streamed` may write."""
+    return patched() and _single_node_client(redis.__class__) and not redis.single_connection_client
+
+
+@cache
+def _single_node_client(kind: type) -> bool:
+    """Whether ``kind`` is a single node's client and not a pipeline, once per class: redis-py's
+    ``Pipeline`` is a typing Protocol, whose ``isinstance`` is slow when it says no."""
+    return issubclass(kind, Redis) and not issubclass(kind, Pipeline)
+
+
+async def evalsha(
+    redis: Redis, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]
+) -> Any:
+    """One call of ``script`` on a connection of ``redis``'s pool (:func:`pooled`), without
+    what a batch needs (its generator, its reply loop). A NOSCRIPT is raised as redis-py's
+    ``NoScriptError``, its reply read: the caller loads the script and calls again."""
+
+    async def attempt(conn: AbstractConnection) -> Any:
+        await conn.send_packed_command(_packed(conn, script, keys, args))
+        return await conn.read_response()
+
+    return await _on_pooled_connection(redis, attempt)
+
+
+async def evalsha_streamed(
+    redis: Redis,
+    script: AsyncScript,
+    made: list[tuple[Sequence[Any], Sequence[Any]]],
+    pending: Iterator[tuple[Sequence[Any], Sequence[Any]]],
+) -> list[Any]:
+    """One call of ``script`` per (keys, args) on one connection of ``redis``'s pool
+    (:func:`pooled`): ``made`` in one write, then each call taken from ``pending`` as soon as it
+    is made; the replies read after the last. Each call taken is appended to ``made``, so a
+    retry (a lost connection) sends every call made so far again before the rest, and after a
+    NOSCRIPT (redis-py's ``NoScriptError``, raised once every reply was read) ``made`` holds
+    every call sent. The first other error reply is raised once every reply was read."""
+
+    def kept() -> Iterator[tuple[Sequence[Any], Sequence[Any]]]:
+        for call in pending:
+            made.append(call)
+            yield call
+
+    async def attempt(conn: AbstractConnection) -> list[Any]:
+        count = len(made)  # written in one write: one syscall here, one read for the server
+        await conn.send_packed_command([b for k, a in made for b in _packed(conn, script, k, a)])
+        for keys, args in kept():
+            await conn.send_packed_command(_packed(conn, script, keys, args), check_health=False)
+            count += 1
+        replies: list[Any] = []
+        error: ResponseError | None = None
+        for _ in range(count):
+            try:
+                replies.append(await conn.read_response())
+            except ResponseError as exc:  # the reply was read whole: the connection is in step
+                error = error or exc
+        if error is not None:
+            raise error
+        return replies
+
+    return await _on_pooled_connection(redis, attempt)
+
+
+def _packed(
+    conn: AbstractConnection, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]
+) -> list[bytes]:
+    """One ``EVALSHA`` of ``script``, packed for ``conn``."""
+    return conn.pack_command("EVALSHA", script.sha, len(keys), *keys, *args)
+
+
+async def _on_pooled_connection(
+    redis: Redis, attempt: Callable[[AbstractConnection], Awaitable[T]]
+) -> T:
+    """Runs ``attempt`` on a connection of ``redis``'s pool under the client's retry policy (a
+    lost connection is dropped and the attempt runs again on a new one). An error reply (a
+    NOSCRIPT too) is raised as it is: the attempt read every reply, so the connection is in
+    step. Any other failure, a cancellation included, drops the connection: replies may be
+    unread on it."""
+    pool = redis.connection_pool
+    conn: AbstractConnection = await pool.get_connection()  # type: ignore[no-untyped-call]
+
+    async def drop(error: Exception) -> None:
+        await conn.disconnect()
+
+    try:
+        return await conn.retry.call_with_retry(lambda: attempt(conn), drop)
+    except ResponseError:
+        raise
+    except BaseException:
+        await conn.disconnect()
+        raise
+    finally:
+        await pool.release(conn)
 
 
 check()

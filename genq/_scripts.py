@@ -21,7 +21,8 @@ from typing import Any
 from redis.commands.core import AsyncScript
 
 from ._errors import JobExistsError, JobLeaseLostError, JobNotFoundError
-from ._streamed import pooled, run_one
+from ._redis_patches import pooled
+from ._streamed import run_one
 from .connection import RedisClient
 
 NAMES = (

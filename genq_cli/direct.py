@@ -14,19 +14,19 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.audit import Audit
-from gateway.auth import KeyStore
+from gateway.access.audit import Audit
+from gateway.access.auth import ApiKeyStore
 from gateway.queues import Queues
 from genq import connect
-from genq_contract.access import Access
 from genq_contract.keys import GatewayKeys
 from genq_contract.settings import CommonSettings
+from genq_services.access import Access
 
 
 @dataclass(frozen=True)
 class Direct:
     redis: Any
-    store: KeyStore
+    store: ApiKeyStore
     access: Access
     queues: Queues
     audit: Audit
@@ -48,7 +48,7 @@ async def direct() -> AsyncIterator[Direct]:
     try:
         yield Direct(
             redis=redis,
-            store=KeyStore(redis, keys.api_keys),
+            store=ApiKeyStore(redis, keys.api_keys),
             access=Access(redis, settings.queue_namespace),
             queues=Queues(redis, settings.routing(), **settings.queue_options()),
             audit=Audit(redis, keys.audit),

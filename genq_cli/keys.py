@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from gateway import revocation
-from gateway.auth import KeyStore, new_api_key
-from gateway.revocation import Revoked
+from gateway.access import revocation
+from gateway.access.auth import ApiKeyStore, new_api_key
+from gateway.access.revocation import Revoked
 from genq import connect
 from genq_contract.api_keys import KeyGrant
 from genq_contract.keys import GatewayKeys
@@ -22,11 +22,11 @@ from .direct import direct
 
 
 @asynccontextmanager
-async def _store() -> AsyncIterator[KeyStore]:
+async def _store() -> AsyncIterator[ApiKeyStore]:
     settings = CommonSettings()
     redis = connect(settings.redis_url)
     try:
-        yield KeyStore(redis, GatewayKeys(settings.queue_namespace).api_keys)
+        yield ApiKeyStore(redis, GatewayKeys(settings.queue_namespace).api_keys)
     finally:
         await redis.aclose()
 
@@ -61,7 +61,7 @@ async def list_keys() -> dict[str, KeyGrant]:
 
 async def revoke_key(digest_prefix: str, reason: str | None = None) -> Revoked:
     """Revokes the key and stops its waiting, scheduled and running generations
-    (``gateway.revocation``); audited."""
+    (``gateway.access.revocation``); audited."""
     async with direct() as d:
         revoked = await revocation.revoke_key(d.store, d.access, d.queues, digest_prefix)
         await revocation.record(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway import revocation
-from gateway.revocation import Stopped
+from gateway.access import revocation
+from gateway.access.revocation import Stopped
 
 from .direct import direct
 

@@ -3,7 +3,8 @@
 A key is stored only as its SHA-256 digest (keys are random 256-bit tokens, so a fast hash is
 enough): in ``GENQ_API_KEYS`` as ``sha256:<hex>`` (``genq keys hash`` prints one), or in the
 gateway's key store (a Redis hash, :attr:`genq_contract.keys.GatewayKeys.api_keys`), digest ->
-:class:`KeyGrant` as JSON.
+:class:`KeyGrant` as JSON. A key's id (:func:`key_id_of`) names it without giving it away: in
+the audit log, on the jobs it creates, in the set of revoked keys.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ KEY_HASH_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
 """A key's digest as ``GENQ_API_KEYS`` holds it."""
 QUEUE_NAME_PATTERN = r"^[^{}\s/]{1,80}$"
 """A queue (provider) name as a worker key names it."""
+KEY_ID_LENGTH = 8
+KEY_ID_PATTERN = re.compile(r"^[0-9a-f]{8}$")
+"""A key's id: the first :data:`KEY_ID_LENGTH` hex digits of its digest."""
 
 
 class KeyGrant(BaseModel):
@@ -50,3 +54,9 @@ class KeyGrant(BaseModel):
 def hash_key(api_key: str) -> str:
     """Hex SHA-256 of an API key: the only form a key is ever stored in."""
     return hashlib.sha256(api_key.encode()).hexdigest()
+
+
+def key_id_of(digest: str) -> str:
+    """The id of the key with this hex SHA-256 digest (:func:`hash_key`). A revoked id also
+    refuses any other key whose digest starts the same (about one in four billion)."""
+    return digest[:KEY_ID_LENGTH]

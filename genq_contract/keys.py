@@ -51,13 +51,13 @@ class GatewayKeys:
 
     @property
     def audit(self) -> str:
-        """stream: who retried or purged which dead generations (``gateway.audit``)."""
+        """stream: who retried or purged which dead generations (``gateway.access.audit``)."""
         return self._key("audit")
 
     @property
     def alert_log(self) -> str:
         """stream: every dead-letter alert POST attempt and its outcome, written by workers
-        (``genq_contract.alert_log``), read by ``GET /v1/alerts``."""
+        (``genq_services.alert_log``), read by ``GET /v1/alerts``."""
         return self._key("alerts:log")
 
     def rate(self, tenant: str) -> str:
@@ -66,7 +66,7 @@ class GatewayKeys:
 
     def daily_count(self, tenant: str, day: str) -> str:
         """string: generations accepted for the tenant on UTC ``day`` (``YYYY-MM-DD``); it
-        expires after that day (``gateway.limits.Limiter.charge_daily``)."""
+        expires after that day (``gateway.admission.limits.Limiter.charge_daily``)."""
         return self._key(f"daily:{tenant}:{day}")
 
     def in_flight(self, tenant: str) -> str:
@@ -76,7 +76,7 @@ class GatewayKeys:
     def budget(self, tenant: str) -> str:
         """hash: the tenant's budget account: the operator's limits, the spend of the current
         UTC day and month, the total reserved, one reservation per job id
-        (``genq_contract.budget``; read and written by the gateway and the workers)."""
+        (``genq_services.budget``; read and written by the gateway and the workers)."""
         return self._key(f"budget:{tenant}")
 
     @property
@@ -87,16 +87,16 @@ class GatewayKeys:
     @property
     def revoked_key_ids(self) -> str:
         """set: ids (first 8 hex digits of the digest) of revoked API keys: their jobs, watch
-        tokens and receipts are refused (``genq_contract.access``)."""
+        tokens and receipts are refused (``genq_services.access``)."""
         return self._key("revoked-key-ids")
 
     @property
     def disabled_tenants(self) -> str:
         """set: tenants an operator disabled: their keys, jobs, watch tokens and receipts are
-        refused until enabled again (``genq_contract.access``)."""
+        refused until enabled again (``genq_services.access``)."""
         return self._key("disabled-tenants")
 
     def idempotency_claim(self, scoped_key: str) -> str:
         """string: the token of the request accepting this ``<tenant>:<Idempotency-Key>`` now
-        (short-lived; ``gateway.limits.Limiter.claim``)."""
+        (short-lived; ``gateway.admission.limits.Limiter.claim``)."""
         return self._key(f"idem-claim:{scoped_key}")

@@ -36,7 +36,7 @@ class GenerationPayload(BaseModel):
     key_id: str | None = None
     """The id of the API key that asked (first 8 hex digits of its digest): with ``tenant``,
     who the generation runs as. Workers refuse it once the key is revoked or the tenant
-    disabled (``genq_contract.access``); None: a job enqueued without a key."""
+    disabled (``genq_services.access``); None: a job enqueued without a key."""
     metadata: dict[str, Any] = {}
     """The request's metadata, returned as is."""
     fingerprint: str | None = None

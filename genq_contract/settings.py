@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .budget import UsdLimit
+from .money import UsdLimit
 from .routing import RoutingSettings
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -65,7 +65,7 @@ class CommonSettings(RoutingSettings):
     tenant_budgets: dict[str, TenantBudget] = {}
     """GENQ_TENANT_BUDGETS: ``{"tenant": {"daily_usd": 5, "monthly_usd": 100}}`` (JSON), either
     may be absent. The gateway reserves each generation's maximum cost against it at enqueue
-    (402 past it) and workers charge what attempts cost (``genq_contract.budget``). Limits an
+    (402 past it) and workers charge what attempts cost (``genq_services.budget``). Limits an
     operator sets with ``PUT /v1/budgets/{tenant}`` win over these."""
 
     def queue_options(self) -> dict[str, Any]:

@@ -6,8 +6,8 @@ tenant, model and UTC day. Costs are integers of nano-USD (``cost_nanos``: 1 USD
 1,000,000,000), so sums are exact. The gateway shows usage as :meth:`Usage.as_json`.
 
 Prices come from LiteLLM's offline cost map, which only the workers load (the gateway never
-imports LiteLLM): each worker publishes the prices of the models it serves
-(:func:`publish_prices`) and the gateway reads them (:func:`read_prices`) to reserve a
+imports LiteLLM): each worker publishes the prices of the models it serves under
+:func:`prices_key` and the gateway reads them (``genq_services.prices``) to reserve a
 generation's most it can cost against a budget (:func:`max_cost_nanos`).
 """
 
@@ -19,11 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from genq import RedisClient
-
+from .money import NANOS_PER_USD
 from .payload import GenerationPayload
-
-NANOS_PER_USD = 1_000_000_000
 
 DEFAULT_MAX_TOKENS = 4096
 """The completion tokens a request without ``max_tokens`` reserves against a budget."""
@@ -141,26 +138,3 @@ def max_cost_nanos(payload: GenerationPayload, price: Price) -> int:
 def prices_key(namespace: str) -> str:
     """hash: model -> :class:`Price` JSON, written by workers, read by the gateway."""
     return f"{namespace}:prices"
-
-
-async def publish_prices(redis: RedisClient, namespace: str, prices: Mapping[str, Price]) -> None:
-    if prices:
-        await redis.hset(
-            prices_key(namespace),
-            mapping={model: json.dumps(price.as_json()) for model, price in prices.items()},
-        )
-
-
-async def read_prices(
-    redis: RedisClient, namespace: str, models: Iterable[str]
-) -> dict[str, Price]:
-    """The published prices of ``models`` (a model no worker has published is absent)."""
-    wanted = list(dict.fromkeys(models))
-    if not wanted:
-        return {}
-    raw = await redis.hmget(prices_key(namespace), wanted)
-    return {
-        model: Price.from_json(json.loads(value))
-        for model, value in zip(wanted, raw, strict=True)
-        if value is not None
-    }

@@ -18,8 +18,9 @@ from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
 from litellm.types.utils import ModelResponseStream
 
 INLINE_CHUNKS = 1000
-"""Streams up to this many chunks assemble their complete response on the event loop (a few
-ms), longer ones in LiteLLM's worker thread as before (see :func:`build_complete_if_read`)."""
+"""Streams up to this many chunks assemble their complete response on the event loop, where it
+costs less than the thread hand-off; longer ones in LiteLLM's worker thread, as LiteLLM does
+(see :func:`build_complete_if_read`)."""
 
 
 def provider_reported_usage(chunks: Sequence[object]) -> bool:
@@ -93,10 +94,11 @@ def no_price_for_an_unread_stream(self: Any, result: object, *args: Any, **kwarg
     """Wraps ``Logging.response_cost_calculator`` (run once per call, when the stream opens).
 
     ``acompletion`` prices what it returns before returning it; for a stream that is the
-    stream wrapper, before any chunk: a cost map and model info walk (~3 ms a call here) whose
-    answer is "no cost yet". LiteLLM already answers ``None`` at once for the OpenAI SDK's own
-    stream objects; this gives its ``CustomStreamWrapper`` the same answer. The priced
-    response, if a callback wants one, is the assembled one after the last chunk."""
+    stream wrapper, before any chunk: a cost map and model info walk (docs/KNOWN_LIMITS.md has
+    its cost) whose answer is "no cost yet". LiteLLM already answers ``None`` at once for the
+    OpenAI SDK's own stream objects; this gives its ``CustomStreamWrapper`` the same answer.
+    The priced response, if a callback wants one, is the assembled one after the last
+    chunk."""
     if isinstance(result, CustomStreamWrapper):
         return None
     return _response_cost_calculator(self, result, *args, **kwargs)
@@ -111,14 +113,14 @@ async def build_complete_if_read(self: Any) -> Any:
 
     It runs ``litellm.stream_chunk_builder`` over every chunk of the stream (all of the text,
     tool calls, usage and costs again, through pydantic's slow attribute paths) in a worker
-    thread: about 50 us of CPU per chunk, and 2-3 times that when 64 streams' threads fight
-    the event loop for the GIL; more than LiteLLM's whole per-chunk path. Its readers:
+    thread, whose CPU per chunk, more still when many streams' threads fight the event loop
+    for the GIL, exceeds LiteLLM's whole per-chunk path (docs/KNOWN_LIMITS.md). Its readers:
 
     - the usage chunk takes the assembled usage. The worker reads it only when the provider
       reported usage (``litellm_adapter._reported``); otherwise it discards LiteLLM's own
       count and makes its own estimate. So it is built only when a provider chunk had usage.
     - success callbacks, the cache and LiteLLM's proxy (:func:`anyone_reads_the_response`):
-      when any is set, it is built as before, both times.
+      when any is set, it is built as LiteLLM builds it, both times.
 
     When it is built for a stream of at most :data:`INLINE_CHUNKS` chunks, it is built on the
     event loop (LiteLLM's own synchronous twin of this method): the same response, without the

@@ -1,8 +1,8 @@
 """The one place LiteLLM is imported, configured for a worker process.
 
-Importing it costs seconds and ~200 MB, so only worker-side modules import this one. It turns
-off LiteLLM's download of the model cost map (offline, no surprise outbound connection) and its
-debug banner on every exception, and turns on genq's patches of LiteLLM
+Importing it is slow and heavy (docs/KNOWN_LIMITS.md), so only worker-side modules import this
+one. It turns off LiteLLM's download of the model cost map (offline, no surprise outbound
+connection) and its debug banner on every exception, and turns on genq's patches of LiteLLM
 (:mod:`providers._litellm_patches`: the stream work only LiteLLM's Router, cost tracking, cache
 and logging callbacks read, and each chunk's objects built without re-validating them) on the
 LiteLLM release they were tested on: a worker streams every chunk through LiteLLM, so LiteLLM's

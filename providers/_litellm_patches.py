@@ -21,15 +21,9 @@ are imported only then.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from genq import untested_version
-
-log = logging.getLogger("providers")
-
-TESTED_VERSIONS = {"litellm": "1.110.2"}
-"""Distribution -> the exact release the patches were written and tested against."""
+from genq import PatchGuard
 
 _INHERITED = object()
 """The class had no method of its own by that name (it inherits pydantic's): off, none again."""
@@ -37,45 +31,9 @@ _INHERITED = object()
 _SWITCHES: list[tuple[type, str, Any, Any]] = []
 """(class, method name, LiteLLM's method, its replacement), made once, on the tested release."""
 
-_on = False
-_tested = False
-"""Whether the installed release is the tested one, as :func:`check` found."""
 
-
-def version_mismatch() -> str | None:
-    """What differs from :data:`TESTED_VERSIONS` in this environment, or None."""
-    return untested_version(TESTED_VERSIONS)
-
-
-def check() -> bool:
-    """Turns the patches on if the installed LiteLLM is the tested one, and off with one
-    warning otherwise (as importing :mod:`providers._litellm` does); returns whether on."""
-    global _tested
-    mismatch = version_mismatch()
-    _tested = mismatch is None
-    if mismatch is not None:
-        log.warning(
-            "%s: genq's LiteLLM patches are off; LiteLLM's own per-chunk bookkeeping runs "
-            "(slower streams)",
-            mismatch,
-        )
-    return _apply(_tested)
-
-
-def set_patched(on: bool) -> bool:
-    """Turns the patches on or off (LiteLLM's own methods, e.g. for a benchmark's reference
-    run) for the whole process; returns whether they are on (never with another LiteLLM than
-    the tested one)."""
-    return _apply(on and _tested)
-
-
-def patched() -> bool:
-    """Whether LiteLLM runs with genq's patches now."""
-    return _on
-
-
-def _apply(on: bool) -> bool:
-    global _on
+def _apply(on: bool) -> None:
+    """Puts the replacements in place (``on``) or LiteLLM's own methods back."""
     if on and not _SWITCHES:  # snapshots LiteLLM's own methods: made while they are in place
         # Imported here: LiteLLM must be configured (providers._litellm) before they import it.
         import providers._litellm  # noqa: F401
@@ -95,5 +53,20 @@ def _apply(on: bool) -> bool:
                 delattr(owner, name)
         else:
             setattr(owner, name, original)
-    _on = on
-    return on
+
+
+GUARD = PatchGuard(
+    tested={"litellm": "1.110.2"},
+    off_warning="genq's LiteLLM patches are off; LiteLLM's own per-chunk bookkeeping runs "
+    "(slower streams)",
+    logger="providers",
+    apply=_apply,
+)
+"""On with the release the patches were written and tested against, the one pyproject.toml
+pins; turning it on or off swaps the methods for the whole process."""
+
+TESTED_VERSIONS = GUARD.tested
+version_mismatch = GUARD.version_mismatch
+check = GUARD.check
+set_patched = GUARD.set_patched
+patched = GUARD.patched

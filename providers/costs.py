@@ -27,7 +27,7 @@ from providers._litellm import litellm
 log = logging.getLogger("providers")
 
 # The token counter would otherwise download a HuggingFace tokenizer for some models (llama,
-# cohere, ...): a network fetch, retried for about 25 s when offline. Offline, it counts with
+# cohere, ...): a network fetch, retried at length when offline. Offline, it counts with
 # tiktoken, as for OpenAI models: an estimate either way.
 litellm.disable_hf_tokenizer_download = True
 

@@ -98,10 +98,11 @@ async def stream_chat(
 class _SilenceWatch:
     """Cancels the streaming task once the provider has been silent for ``seconds``.
 
-    What ``asyncio.timeout`` around each ``anext`` did, for a fraction of its cost: one timer
-    per stream that re-arms itself, instead of a timer made and cancelled per chunk (~4 us,
-    plus the cancelled timers the event loop's heap carries). Only the wait for the provider
-    counts: time the consumer spends between chunks (a Redis write) never does. The task that
+    What ``asyncio.timeout`` around each ``anext`` would do, for a fraction of its cost: one
+    timer per stream that re-arms itself, instead of a timer made and cancelled per chunk (and
+    the cancelled timers the event loop's heap carries; docs/KNOWN_LIMITS.md has the cost).
+    Only the wait for the provider counts: time the consumer spends between chunks (a Redis
+    write) never does. The task that
     opened the stream must be the one that consumes it (the handler's job task does both).
     """
 

@@ -12,7 +12,7 @@ deduplicate on ``X-Genq-Delivery``). A receiver that fails (5xx, 408, 429, timeo
 alerts queue's retries with backoff; after the last attempt the delivery dead-letters in the
 alerts queue and is NOT alerted again: the alerts queue's own outbox is never read, so a webhook
 that is down cannot loop. Every attempt's outcome goes to the delivery log
-(:mod:`genq_contract.alert_log`), shown by ``GET /v1/alerts``, ``/admin`` and
+(:mod:`genq_services.alert_log`), shown by ``GET /v1/alerts``, ``/admin`` and
 ``genq alerts list``.
 """
 
@@ -27,14 +27,8 @@ import httpx
 from redis.exceptions import RedisError
 
 from genq import ActiveJob, Queue, RetryJobError, TerminalJobError, Worker
-from genq_contract.alert_log import (
-    DELIVERED,
-    GIVEN_UP,
-    RETRYING,
-    AlertAttempt,
-    Outcome,
-    record_attempt,
-)
+from genq_contract.alert_attempt import DELIVERED, GIVEN_UP, RETRYING, AlertAttempt, Outcome
+from genq_services.alert_log import record_attempt
 from workers.outbox import OutboxReader, Source
 from workers.webhooks import (
     DEFAULT_NAME,

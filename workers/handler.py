@@ -13,7 +13,7 @@ its usage and cost, and holds a budget, through :mod:`workers.metering`. A failu
 retrying the model will not fix soon continues on a fallback model (:mod:`workers.fallback`).
 
 A generation runs as the tenant and API key that asked (``tenant``, ``key_id``). Each attempt
-checks first that neither was revoked or disabled (:mod:`genq_contract.access`, a snapshot at
+checks first that neither was revoked or disabled (:mod:`genq_services.access`, a snapshot at
 most ``GENQ_ACCESS_CACHE_SECONDS`` old): a refused one fails terminally, without calling the
 provider. While it streams, the check is repeated every ``access_recheck`` seconds; a refusal
 then closes the provider stream and fails the generation with the reason (failed, not
@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from genq import ActiveJob, Queue, RetryJobError, TerminalJobError, cancel_and_wait
-from genq_contract.access import DEFAULT_CACHE_SECONDS, Access, CachedAccess
 from genq_contract.payload import GenerationPayload
 from genq_contract.result import GenerationResult, ResultUsage
 from genq_contract.routing import ProviderConfig, Routing, RoutingError, litellm_provider
+from genq_services.access import DEFAULT_CACHE_SECONDS, Access, CachedAccess
 from providers import demo
 from providers.limits import DEFAULT_MAX_COOLDOWN, note_rate_limit
 from providers.litellm_adapter import stream_chat

@@ -19,7 +19,7 @@ outcome (:meth:`genq.ActiveJob.meter`; the settle of the attempt delivers it)::
 - The prompt counts once the request went out, unless the provider refused it: an error
   before any output (a 429, a 5xx, a 400, a refused connection) is not billed by providers.
 - The cost is the usage at the model's price (:mod:`providers.costs`).
-- Budgets (:mod:`genq_contract.budget`): for a tenant with one, :meth:`AttemptMeter.hold`
+- Budgets (:mod:`genq_services.budget`): for a tenant with one, :meth:`AttemptMeter.hold`
   reserves the attempt's maximum cost before the provider call (adopting the reservation the
   gateway made at enqueue); a refused hold fails the job terminally without a provider call.
   After the attempt, completed or not, its cost is charged in place of the reservation.
@@ -42,10 +42,12 @@ import types
 from dataclasses import dataclass, field
 
 from genq import ActiveJob, TerminalJobError
-from genq_contract import budget
+from genq_contract.budget_limits import BudgetExceeded
+from genq_contract.money import NANOS_PER_USD, nanos_to_usd
 from genq_contract.payload import GenerationPayload
 from genq_contract.settings import CommonSettings
 from genq_contract.spend import Price, Usage, max_cost_nanos
+from genq_services import budget
 from providers.costs import PriceBook, estimate_usage, reported_usage, with_cost
 from providers.litellm_adapter import Delta
 
@@ -125,7 +127,7 @@ class AttemptMeter:
         namespace = self.budgets.queue_namespace
         try:
             held = await budget.hold(redis, namespace, tenant, self.job.id, amount, limits)
-        except budget.BudgetExceeded as exc:
+        except BudgetExceeded as exc:
             raise TerminalJobError(f"budget exceeded: {exc}") from exc
         self._held = True
         self.held_nanos = held.amount_nanos
@@ -157,12 +159,12 @@ class AttemptMeter:
         if spent > self._ceiling:
             assert self.held_nanos is not None
             raise BudgetOverrun(
-                f"budget overrun: stopped after spending ${budget.nanos_to_usd(spent):.6f}, "
-                f"past the ${budget.nanos_to_usd(self.held_nanos):.6f} the tenant's budget "
+                f"budget overrun: stopped after spending ${nanos_to_usd(spent):.6f}, "
+                f"past the ${nanos_to_usd(self.held_nanos):.6f} the tenant's budget "
                 f"holds for it plus {self.overrun * 100:g}% (GENQ_BUDGET_OVERRUN): the provider "
                 "went on past max_tokens; charged what it spent"
             )
-        per_token = self.price.output_per_token * budget.NANOS_PER_USD
+        per_token = self.price.output_per_token * NANOS_PER_USD
         if per_token <= 0:  # streamed text costs nothing: only a provider's report adds
             self._check_at = math.inf
             return

@@ -27,7 +27,7 @@ from genq import HELD_CONNECTIONS, Queue, RedisClient, Worker
 from genq.connection import DEFAULTS as CONNECTION_DEFAULTS
 from genq.connection import connect as connect_redis
 from genq_contract.keys import GatewayKeys
-from genq_contract.spend import publish_prices
+from genq_services.prices import publish_prices
 from providers.costs import served_models, warm_up
 from workers.alerts import DeadLetterAlerts
 from workers.coalesce import EmitStats

@@ -61,7 +61,7 @@ class WorkerSettings(CommonSettings):
     access_cache_seconds: float = Field(5.0, ge=0, le=60)
     """GENQ_ACCESS_CACHE_SECONDS: how long a worker trusts its copy of the revoked API keys and
     disabled tenants; a generation of one stops at its next check once the copy is renewed
-    (``genq_contract.access``). 0 reads Redis at every check."""
+    (``genq_services.access``). 0 reads Redis at every check."""
     budget_overrun: float = Field(DEFAULT_OVERRUN, ge=0, le=10)
     """GENQ_BUDGET_OVERRUN: how far past its budget hold (as a fraction: 0.10 is 10%) a running
     generation of a budgeted tenant may spend before the worker stops it, failed with the

@@ -1,8 +1,9 @@
-"""What both OpenAI creation routes do once they hold the slot their answer needs, if any (a
-stream slot, :func:`gateway.sse.stream_slot`, or a wait slot, ``gateway.waits``: a 429 for
-either must mean nothing was enqueued): check the model the way OpenAI does (404
-``model_not_found``), then hand the request to the native :func:`gateway.submit.submit` (the
-same tenant limits and idempotency as ``POST /v1/generations``)."""
+"""What both OpenAI creation routes do once they hold what their answer needs, if any (a
+stream hold, :func:`gateway.streaming.sse.stream_hold`, or a wait hold, ``gateway.open_waits``:
+a 429 for either must mean nothing was enqueued): check the model the way OpenAI does (404
+``model_not_found``), then hand the request to the native
+:func:`gateway.admission.submit.submit` (the same tenant limits and idempotency as
+``POST /v1/generations``)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from typing import Annotated
 
 from genq_contract.routing import ModelNotAllowedError
 
-from ..auth import Principal
-from ..deps import Gateway, OwnedJob, load_owned_job
-from ..schemas import GenerationRequest, idempotency_key_header
-from ..submit import submit
+from ..access.auth import Principal
+from ..access.owned_jobs import OwnedJob, load_owned_job
+from ..admission.schemas import GenerationRequest, idempotency_key_header
+from ..admission.submit import submit
+from ..state import Gateway
 from .errors import model_not_found
 
 IdempotencyKey = Annotated[

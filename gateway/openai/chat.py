@@ -7,9 +7,9 @@ with ``data: [DONE]``. A worker restart shows as a chunk with an empty delta and
 second identical POST re-attaches to the same generation (a stream replays from its start or
 from ``Last-Event-ID``); without one, a client that disconnects cancels the generation.
 
-A stream holds a stream slot and a wait a wait slot of the tenant, taken before the
-generation is enqueued (:mod:`gateway.sse`); a stream the gateway ends before the generation
-did (``GENQ_SSE_MAX_DURATION``) ends with an error chunk (``code: "stream_cut"``).
+A stream holds a stream hold and a wait a wait hold of the tenant, taken before the
+generation is enqueued (:mod:`gateway.streaming.sse`); a stream the gateway ends before the
+generation did (``GENQ_SSE_MAX_DURATION``) ends with an error chunk (``code: "stream_cut"``).
 """
 
 from __future__ import annotations
@@ -24,12 +24,14 @@ from fastapi.responses import JSONResponse
 
 from genq import Job, JobStatus
 
-from ..deps import Gateway, GatewayDep, OwnedJob, PrincipalDep
-from ..routes.events import parse_cursor
-from ..sse import stream_slot
+from ..access.owned_jobs import OwnedJob
+from ..deps import GatewayDep, PrincipalDep
+from ..state import Gateway
+from ..streaming.cursors import parse_cursor
+from ..streaming.sse import stream_hold
 from .accept import IdempotencyKey, accept
+from .connection_bound import CUT, StreamCut, end_or_leave, tied
 from .errors import OpenAIError, OpenAIRoute, error_body
-from .lifetime import CUT, StreamCut, end_or_leave, tied
 from .objects import chat_chunk, chat_completion, chat_usage, error_code, result_of
 from .response_events import KEEPALIVE
 from .schemas import ChatCompletionCreate
@@ -143,11 +145,11 @@ async def create_chat_completion(
     bound = idempotency_key is not None
     if body.stream:
         cursor = parse_cursor(last_event_id, "Last-Event-ID") if bound else None
-        with stream_slot(gateway, principal.tenant) as slot:  # 429 here: nothing enqueued
+        with stream_hold(gateway, principal.tenant) as hold:  # 429 here: nothing enqueued
             owned = (await accept(gateway, principal, generation, idempotency_key)).owned
-            stream = chunk_stream(gateway, owned, body.include_usage, cursor, slot.until, bound)
-            return slot.respond(tied(stream, owned, cancel=not bound))
-    with gateway.waits.hold(principal.tenant):  # 429 here: nothing enqueued
+            stream = chunk_stream(gateway, owned, body.include_usage, cursor, hold.until, bound)
+            return hold.respond(tied(stream, owned, cancel=not bound))
+    with gateway.open_waits.hold(principal.tenant):  # 429 here: nothing enqueued
         owned = (await accept(gateway, principal, generation, idempotency_key)).owned
         job = await end_or_leave(request, gateway, owned, cancel=not bound)
     if job is None:

@@ -28,8 +28,9 @@ from typing import Any
 
 from genq import Job, Queue, StreamEntry
 
-from ..deps import Gateway, OwnedJob
-from .lifetime import CUT, StreamCut
+from ..access.owned_jobs import OwnedJob
+from ..state import Gateway
+from .connection_bound import CUT, StreamCut
 from .numbering import numbered, retained
 from .objects import (
     item_id,

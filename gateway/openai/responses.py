@@ -1,9 +1,9 @@
 """The Responses API subset: create (background, stream, or wait), retrieve (poll or resume
 the stream with ``starting_after``), cancel.
 
-A stream holds one of the tenant's stream slots and a wait one of its wait slots, taken before
-the generation is enqueued (:mod:`gateway.sse`); ``background: true`` without ``stream`` holds
-neither (it answers at once)."""
+A stream holds one of the tenant's stream holds and a wait one of its wait holds, taken before
+the generation is enqueued (:mod:`gateway.streaming.sse`); ``background: true`` without
+``stream`` holds neither (it answers at once)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,16 @@ from fastapi.responses import JSONResponse
 
 from genq import TERMINAL, Job, JobStatus
 
-from ..budgets import release_if_never_ran
-from ..deps import Gateway, GatewayDep, OwnedJob, PrincipalDep, load_owned_job
+from ..access.owned_jobs import OwnedJob, load_owned_job
+from ..admission.budgets import release_if_never_ran
+from ..deps import GatewayDep, PrincipalDep
 from ..errors import RateLimited
-from ..routes.generations import wait_for_end
-from ..sse import StreamSlot, stream_slot
+from ..state import Gateway
+from ..streaming.sse import StreamHold, stream_hold
+from ..streaming.terminal import wait_for_end
 from .accept import IdempotencyKey, accept
+from .connection_bound import end_or_leave, tied
 from .errors import OpenAIError, OpenAIRoute
-from .lifetime import end_or_leave, tied
 from .objects import job_id_of, response_object
 from .response_events import current_text, response_stream
 from .schemas import ResponseCreate
@@ -37,10 +39,10 @@ async def as_response(owned: OwnedJob) -> dict[str, Any]:
 
 
 def event_stream(
-    slot: StreamSlot, gateway: Gateway, owned: OwnedJob, after: int, cancel: bool
+    hold: StreamHold, gateway: Gateway, owned: OwnedJob, after: int, cancel: bool
 ) -> Response:
-    events = response_stream(gateway, owned, after, slot.until, goes_on=not cancel)
-    return slot.respond(tied(events, owned, cancel))
+    events = response_stream(gateway, owned, after, hold.until, goes_on=not cancel)
+    return hold.respond(tied(events, owned, cancel))
 
 
 @router.post("")
@@ -57,9 +59,9 @@ async def create_response(
     generation = body.generation()
     bound = body.background or idempotency_key is not None
     if body.stream:
-        with stream_slot(gateway, principal.tenant) as slot:  # 429 here: nothing enqueued
+        with stream_hold(gateway, principal.tenant) as hold:  # 429 here: nothing enqueued
             owned = (await accept(gateway, principal, generation, idempotency_key)).owned
-            return event_stream(slot, gateway, owned, -1, cancel=not bound)
+            return event_stream(hold, gateway, owned, -1, cancel=not bound)
     if body.background:
         accepted = await accept(gateway, principal, generation, idempotency_key)
         owned = accepted.owned
@@ -67,7 +69,7 @@ async def create_response(
             # already picked it up (a replay shows the state it is in now)
             return JSONResponse(response_object(owned.job, "", status="queued"))
         return JSONResponse(await as_response(owned))
-    with gateway.waits.hold(principal.tenant):  # 429 here: nothing enqueued
+    with gateway.open_waits.hold(principal.tenant):  # 429 here: nothing enqueued
         owned = (await accept(gateway, principal, generation, idempotency_key)).owned
         job = await end_or_leave(request, gateway, owned, cancel=not bound)
     if job is None:
@@ -90,8 +92,8 @@ async def retrieve_response(
     if not stream:
         return JSONResponse(await as_response(owned))
     after = starting_after if starting_after is not None else _last_event(last_event_id)
-    with stream_slot(gateway, principal.tenant) as slot:
-        return event_stream(slot, gateway, owned, after, cancel=False)
+    with stream_hold(gateway, principal.tenant) as hold:
+        return event_stream(hold, gateway, owned, after, cancel=False)
 
 
 def _last_event(value: str | None) -> int:
@@ -125,10 +127,10 @@ async def cancel_response(
 
 async def _settle(gateway: Gateway, owned: OwnedJob, tenant: str) -> Job:
     """The job once its worker stopped it (``CANCEL_SETTLE`` at most), waited for in one of
-    the tenant's wait slots; with none free, the job as it is: the cancel is done either way,
+    the tenant's wait holds; with none free, the job as it is: the cancel is done either way,
     and a 429 would say it was not."""
     try:
-        release = gateway.waits.take(tenant)
+        release = gateway.open_waits.take(tenant)
     except RateLimited:
         return owned.job
     try:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..schemas import GenerationRequest
+from ..admission.schemas import GenerationRequest
 from .errors import OpenAIError
 
 BACKGROUND_KEY = "genq:background"

@@ -1,5 +1,5 @@
 """The dead-letter alert delivery log (admin role): every webhook POST attempt the workers made,
-newest first, with what came of it (``genq_contract.alert_log``; ``/admin`` and
+newest first, with what came of it (``genq_services.alert_log``; ``/admin`` and
 ``genq alerts list`` show it)."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from genq_contract.alert_log import MAX_ENTRIES, recent_attempts
+from genq_contract.alert_attempt import MAX_ENTRIES
+from genq_services.alert_log import recent_attempts
 
 from ..deps import AdminDep, GatewayDep
-from ..schemas import ERRORS
+from ..errors import ERRORS
 
 router = APIRouter(tags=["operations"], responses=ERRORS)
 

@@ -7,11 +7,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
-from .. import revocation
-from ..access_schemas import AccessChange, KeyRevoked
+from ..access import revocation
+from ..access.schemas import AccessChange, KeyRevoked
 from ..deps import AdminDep, GatewayDep
-from ..errors import BadRequest
-from ..schemas import ERRORS
+from ..errors import ERRORS, BadRequest
 from .tenants import access_of
 
 router = APIRouter(tags=["access"], responses=ERRORS)
@@ -41,7 +40,7 @@ async def revoke_key(
     generations are cancelled now (``jobs_stopped``)."""
     try:
         revoked = await revocation.revoke_key(
-            gateway.keystore,
+            gateway.api_key_store,
             access_of(gateway),
             gateway.queues,
             digest_prefix,

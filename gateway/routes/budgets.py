@@ -11,14 +11,17 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from genq_contract import budget
 from genq_contract.api_keys import TENANT_PATTERN
+from genq_contract.budget_limits import Limits, configured_limits
+from genq_contract.money import nanos_to_usd
+from genq_services import budget
 
-from ..deps import AdminDep, Gateway, GatewayDep, PrincipalDep
-from ..errors import NotFound
-from ..schemas import ERRORS, MAX_REASON
-from ..tenant_warnings import unknown_tenant
-from ..usage_schemas import BudgetLimits, BudgetList, BudgetOut, BudgetSet, Source
+from ..access.schemas import MAX_REASON
+from ..admission.tenant_warnings import unknown_tenant
+from ..deps import AdminDep, GatewayDep, PrincipalDep
+from ..errors import ERRORS, NotFound
+from ..state import Gateway
+from .usage_schemas import BudgetLimits, BudgetList, BudgetOut, BudgetSet, Source
 
 router = APIRouter(tags=["budgets"], responses=ERRORS)
 
@@ -32,16 +35,16 @@ async def budget_of(gateway: Gateway, tenant: str) -> BudgetOut:
     namespace = gateway.settings.queue_namespace
     account = await budget.read_account(gateway.redis, namespace, tenant, now)
     periods = budget.Periods.at(now)
-    limits = account.stored_limits or budget.configured_limits(gateway.settings, tenant)
+    limits = account.stored_limits or configured_limits(gateway.settings, tenant)
     source: Source = "admin" if account.stored_limits else "settings" if limits else "none"
     return BudgetOut(
         tenant=tenant,
         daily_usd=limits.daily_usd if limits else None,
         monthly_usd=limits.monthly_usd if limits else None,
         source=source,
-        spent_today_usd=budget.nanos_to_usd(account.spent_day_nanos),
-        spent_month_usd=budget.nanos_to_usd(account.spent_month_nanos),
-        reserved_usd=budget.nanos_to_usd(account.reserved_nanos),
+        spent_today_usd=nanos_to_usd(account.spent_day_nanos),
+        spent_month_usd=nanos_to_usd(account.spent_month_nanos),
+        reserved_usd=nanos_to_usd(account.reserved_nanos),
         reservations=account.reservations,
         day_resets_at=periods.day_ends,
         month_resets_at=periods.month_ends,
@@ -70,7 +73,7 @@ async def set_budget(
     """Sets the tenant's limits (null: no limit of that kind), over the settings'. Takes
     effect on the next request; generations already accepted keep their reservations.
     ``warnings`` says when no API key acts as the tenant (set all the same)."""
-    limits = budget.Limits.from_usd(body.daily_usd, body.monthly_usd)
+    limits = Limits.from_usd(body.daily_usd, body.monthly_usd)
     await budget.set_limits(gateway.redis, gateway.settings.queue_namespace, tenant, limits)
     await gateway.audit.record(principal.actor, "set_budget", AUDIT_QUEUE, 1, [tenant], body.reason)
     now = await budget_of(gateway, tenant)

@@ -7,10 +7,10 @@ from reconnecting. A client that goes away only stops watching: the generation g
 
 What one client may hold: a cursor must be an entry id in ASCII digits (400 otherwise), and one
 past the stream's newest entry is clamped to it; and the rule of every stream
-(:mod:`gateway.sse`): a tenant holds at most ``tenant_max_streams`` streams per gateway process
-(429 beyond), a client that does not take a write for ``sse_send_timeout`` is dropped, and
-every stream ends cleanly after ``sse_max_duration``, when its client resumes from its
-``Last-Event-ID``.
+(:mod:`gateway.streaming.sse`): a tenant holds at most ``tenant_max_streams`` streams per
+gateway process (429 beyond), a client that does not take a write for ``sse_send_timeout`` is
+dropped, and every stream ends cleanly after ``sse_max_duration``, when its client resumes from
+its ``Last-Event-ID``.
 """
 
 from __future__ import annotations
@@ -22,36 +22,18 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 
-from genq import TERMINAL, CursorRefused, Tail, ViewerLagged, check_cursor, entry_order
+from genq import TERMINAL, CursorRefused, Tail, ViewerLagged, entry_order
 
-from ..deps import GatewayDep, JobId, JobTenantDep, OwnedJob, load_owned_job
-from ..errors import BadRequest
-from ..schemas import ERRORS
-from ..sse import Ending, stream_slot
+from ..access.owned_jobs import OwnedJob, load_owned_job
+from ..deps import GatewayDep, JobId, JobTenantDep
+from ..errors import ERRORS
+from ..streaming.cursors import later_cursor, parse_cursor
+from ..streaming.sse import Ending, stream_hold
 
 router = APIRouter(tags=["generations"], responses=ERRORS)
 
 KEEPALIVE = b": ping\n\n"
 REFUSED = b": Redis refused this stream's cursor\n\n"
-
-
-def parse_cursor(value: str | None, source: str) -> str | None:
-    """A stream entry id (``<ms>-<seq>``, or ``0`` for the start); 400 for anything else."""
-    if value is None or value == "":
-        return None
-    try:
-        check_cursor(value)
-    except ValueError:
-        raise BadRequest(
-            f"malformed {source} {value[:60]!r}: expected an event id '<ms>-<seq>'"
-        ) from None
-    return "0-0" if value == "0" else value
-
-
-def later_cursor(a: str | None, b: str | None) -> str | None:
-    if a is None or b is None:
-        return a or b
-    return a if entry_order(a) >= entry_order(b) else b
 
 
 @router.get(
@@ -82,10 +64,10 @@ async def generation_events(
     ended, cursor = await _start(owned, cursor)
     if ended:
         return Response(status_code=204)
-    with stream_slot(gateway, tenant) as slot:
+    with stream_hold(gateway, tenant) as hold:
         retry_ms = int(gateway.settings.sse_retry_ms * random.uniform(0.5, 1.5))
         tail = gateway.tails[owned.provider]
-        return slot.respond(_stream(tail, job_id, cursor, retry_ms, slot.until, slot.ending))
+        return hold.respond(_stream(tail, job_id, cursor, retry_ms, hold.until, hold.ending))
 
 
 async def _start(owned: OwnedJob, cursor: str | None) -> tuple[bool, str | None]:

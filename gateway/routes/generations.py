@@ -4,50 +4,48 @@ result, mint a fresh watch token."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
-from genq import TERMINAL, Event, Job, JobStatus, Tail, cancel_and_wait
+from genq import TERMINAL, JobStatus
 
-from ..budgets import release_if_never_ran
-from ..deps import (
-    GatewayDep,
-    JobId,
-    JobTenantDep,
-    OwnedJob,
-    PrincipalDep,
-    load_owned_job,
-    tenant_of,
-)
-from ..disconnect import unless_disconnected
-from ..errors import BadRequest, NotFound
-from ..records import newest_first, position, to_generation
-from ..schemas import (
-    ERRORS,
+from ..access.owned_jobs import load_owned_job, tenant_of
+from ..admission.budgets import release_if_never_ran
+from ..admission.schemas import (
     BatchCreated,
     BatchItem,
     BatchItemFailed,
     BatchRequest,
-    CancelResult,
-    Generation,
     GenerationCreated,
-    GenerationList,
     GenerationRequest,
-    WatchToken,
     enqueue_answers,
     idempotency_key_header,
 )
-from ..submit import answer_created, created, submit
-from ..submit_batch import submit_many
+from ..admission.submit import answer_created, created, submit
+from ..admission.submit_batch import submit_many
+from ..deps import GatewayDep, JobId, JobTenantDep, PrincipalDep
+from ..errors import ERRORS, BadRequest
+from ..records import Generation, GenerationList, newest_first, position, to_generation
+from ..streaming.disconnect import unless_disconnected
+from ..streaming.terminal import wait_for_end
 
 router = APIRouter(prefix="/v1/generations", tags=["generations"], responses=ERRORS)
 ReplayKey = Annotated[
     str | None,
     idempotency_key_header("Replays with the same key and body return the same generation"),
 ]
+
+
+class CancelResult(BaseModel):
+    cancelled: bool = Field(description="True if the generation will not produce a result")
+    status: str
+
+
+class WatchToken(BaseModel):
+    watch_token: str
+    expires_at: int
 
 
 @router.post("", **enqueue_answers(GenerationCreated))
@@ -73,7 +71,7 @@ async def create_generations(
 ) -> BatchCreated:
     """Enqueues 1 to 100 generations, each item exactly as a single POST with its own
     ``idempotency_key`` would be (validation, limits, replays), in request order, all of them
-    in one enqueue per provider queue (:func:`gateway.submit.submit_many`).
+    in one enqueue per provider queue.
 
     Answers one entry per item, in order: the created (or replayed) generation, or
     ``{"error": {status, detail}}`` with the status a single POST would have answered. 200 when
@@ -191,7 +189,7 @@ async def generation_result(
     cancelled alike), or 202 with the current record when the timeout passed first. A tenant
     holds at most ``GENQ_TENANT_MAX_WAITS`` waits at once (429 beyond)."""
     owned = await load_owned_job(gateway, job_id, principal.tenant)
-    with gateway.waits.hold(principal.tenant):  # 429 past the tenant's cap
+    with gateway.open_waits.hold(principal.tenant):  # 429 past the tenant's cap
         wait = wait_for_end(gateway, owned, min(timeout, gateway.settings.max_wait))
         answered, job = await unless_disconnected(request, wait)
     if not answered or job is None:  # the client hung up: free its wait at once
@@ -209,30 +207,3 @@ async def new_watch_token(
     await load_owned_job(gateway, job_id, principal.tenant)
     token, expires = gateway.tokens.issue(principal.tenant, job_id, key_id=principal.key_id)
     return WatchToken(watch_token=token, expires_at=expires)
-
-
-async def _until_terminal(tail: Tail, job_id: str, last: Event | None) -> None:
-    async with contextlib.aclosing(tail.follow(job_id, last.id if last else "0-0")) as batches:
-        async for batch in batches:
-            if batch and batch[-1].terminal:
-                return
-
-
-async def wait_for_end(gateway: GatewayDep, owned: OwnedJob, timeout: float) -> Job:
-    """Waits on the shared tail (no Redis connection held) for the terminal event. The
-    caller holds a wait slot (``gateway.waits``), taken before anything it did first."""
-    if owned.job.status in TERMINAL or timeout <= 0:
-        return owned.job
-    queue, job_id = owned.queue, owned.job.id
-    last = await queue.last_event(job_id)
-    if last is None or not last.terminal:  # else it finished since the record was read
-        tail = gateway.tails[owned.provider]
-        waiter = asyncio.create_task(_until_terminal(tail, job_id, last))
-        try:
-            await asyncio.wait({waiter}, timeout=timeout)
-        finally:
-            await cancel_and_wait(waiter)
-    job = await queue.get(job_id)
-    if job is None:
-        raise NotFound("generation not found")
-    return job

@@ -6,14 +6,24 @@ import asyncio
 
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 from ..deps import BearerDep, GatewayDep, admin_principal, current_principal
 from ..metrics import refresh
-from ..schemas import PublicConfig, Status
 
 router = APIRouter()
 
 READY_TIMEOUT = 2.0
+
+
+class Status(BaseModel):
+    status: str
+
+
+class PublicConfig(BaseModel):
+    dev: bool
+    dev_key: str | None = None
+    dev_admin_key: str | None = None
 
 
 @router.get("/healthz", response_model=Status, tags=["health"])

@@ -14,22 +14,14 @@ from fastapi import APIRouter, Query
 
 from genq import TERMINAL, Job, JobNotFinishedError, Queue
 
-from ..auth import Principal
-from ..budgets import release_if_never_ran
-from ..deps import AdminDep, Gateway, GatewayDep, JobId
-from ..errors import BadRequest, Conflict, NotFound
-from ..ops_schemas import (
-    ActionReason,
-    BulkCount,
-    BulkSelection,
-    CancelDone,
-    Done,
-)
-from ..schemas import (
-    ERRORS,
-    MAX_REASON,
-)
+from ..access.auth import Principal
+from ..access.schemas import MAX_REASON
+from ..admission.budgets import release_if_never_ran
+from ..deps import AdminDep, GatewayDep, JobId
+from ..errors import ERRORS, BadRequest, Conflict, NotFound
+from ..state import Gateway
 from .jobs import load_queue_job
+from .ops_schemas import ActionReason, BulkCount, BulkSelection, CancelDone, Done
 from .queues import QueueName
 
 router = APIRouter(tags=["operations"], responses=ERRORS)

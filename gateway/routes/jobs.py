@@ -14,20 +14,22 @@ from genq import Job, JobStatus, Queue
 from genq_contract.payload import payload_fields
 from genq_contract.routing import RoutingError
 
-from ..auth import Principal
-from ..deps import AdminDep, Gateway, GatewayDep, JobId, tenant_of
-from ..errors import BadRequest, NotFound
-from ..ops_schemas import (
+from ..access.auth import Principal
+from ..access.owned_jobs import tenant_of
+from ..admission.schemas import enqueue_answers, idempotency_key_header
+from ..admission.submit import answer_created, submit
+from ..admission.tenant_warnings import unknown_tenant
+from ..deps import AdminDep, GatewayDep, JobId
+from ..errors import ERRORS, BadRequest, NotFound
+from ..records import AdminGeneration, position, to_generation
+from ..state import Gateway
+from .ops_schemas import (
     AdminGenerationCreated,
     AdminGenerationRequest,
     AdminJobList,
     AdminJobRow,
     JobCounts,
 )
-from ..records import position, to_generation
-from ..schemas import ERRORS, AdminGeneration, enqueue_answers, idempotency_key_header
-from ..submit import answer_created, submit
-from ..tenant_warnings import unknown_tenant
 from .queues import QueueName
 
 router = APIRouter(tags=["operations"], responses=ERRORS)

@@ -17,16 +17,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Path
 
 from genq import JobLeaseLostError, PulledJob, Queue
-from genq_contract.access import Access
 from genq_contract.payload import payload_fields
 from genq_contract.redact import redact
+from genq_services.access import Access
 
-from ..deps import Gateway, GatewayDep, JobId, PullerDep
-from ..errors import Conflict, Forbidden, NotFound
-from ..pull_schemas import (
+from ..deps import GatewayDep, JobId, PullerDep
+from ..errors import ERRORS, Conflict, Forbidden, NotFound
+from ..pull.receipts import Receipts
+from ..pull.schemas import (
     AckRequest,
     EventsRequest,
     ExtendRequest,
@@ -37,9 +38,7 @@ from ..pull_schemas import (
     PullResponse,
     SettleResponse,
 )
-from ..pull_waiter import waiters_of
-from ..receipts import Receipts
-from ..schemas import ERRORS
+from ..state import Gateway
 
 router = APIRouter(tags=["workers"], responses={**ERRORS, 409: ERRORS[400]})
 
@@ -56,15 +55,6 @@ STALE = (
 )
 
 
-def _receipts(gateway: Gateway, request: Request) -> Receipts:
-    receipts: Receipts | None = getattr(request.app.state, "pull_receipts", None)
-    if receipts is None:
-        secret = gateway.settings.secret.get_secret_value() if gateway.settings.secret else ""
-        receipts = Receipts(secret)
-        request.app.state.pull_receipts = receipts
-    return receipts
-
-
 def _queue(gateway: Gateway, name: str) -> Queue:
     return gateway.queues.by_provider(name)
 
@@ -75,14 +65,13 @@ async def pull_jobs(
     body: PullRequest,
     gateway: GatewayDep,
     principal: PullerDep,
-    request: Request,
 ) -> PullResponse:
     """Takes up to ``max`` jobs for ``visibility`` seconds; with none ready, waits up to
     ``wait`` seconds (at most 20) for one. ``{"jobs": []}`` when none came."""
     queue = _queue(gateway, name)  # 404 for a queue this gateway does not serve
-    waiter = waiters_of(request.app.state, dict(gateway.queues))[name]
+    waiter = gateway.pull_waiters[name]
     jobs = await runnable(gateway, queue, await waiter.pull(body.max, body.visibility, body.wait))
-    receipts = _receipts(gateway, request)
+    receipts = gateway.receipts
     return PullResponse(
         jobs=[
             PulledJobOut(
@@ -126,10 +115,10 @@ class HeldJob:
 
 
 async def held_job(
-    name: QueueName, job_id: JobId, gateway: GatewayDep, principal: PullerDep, request: Request
+    name: QueueName, job_id: JobId, gateway: GatewayDep, principal: PullerDep
 ) -> HeldJob:
-    receipts, queue = _receipts(gateway, request), _queue(gateway, name)
-    return HeldJob(gateway, receipts, name, queue, job_id, principal.key_id)
+    queue = _queue(gateway, name)
+    return HeldJob(gateway, gateway.receipts, name, queue, job_id, principal.key_id)
 
 
 HeldJobDep = Annotated[HeldJob, Depends(held_job)]
@@ -157,7 +146,7 @@ async def runnable(gateway: Gateway, queue: Queue, jobs: list[PulledJob]) -> lis
 
 async def check_receipt_access(gateway: Gateway, key_id: str, tenant: str) -> None:
     """A receipt of a revoked key or a disabled tenant stops working at once (read on every
-    use, no cache: ``genq_contract.access``)."""
+    use, no cache: ``genq_services.access``)."""
     refusal = await Access(gateway.redis, gateway.settings.queue_namespace).refusal(
         key_id or None, tenant or None
     )

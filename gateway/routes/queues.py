@@ -10,10 +10,12 @@ from fastapi import APIRouter, Path, Query
 
 from genq import Queue
 
-from ..deps import AdminDep, Gateway, GatewayDep, JobId
-from ..errors import BadRequest, NotFound
+from ..access.schemas import MAX_REASON
+from ..deps import AdminDep, GatewayDep, JobId
+from ..errors import ERRORS, BadRequest, NotFound
 from ..history import STEP
-from ..ops_schemas import (
+from ..state import Gateway
+from .ops_schemas import (
     ActionReason,
     AuditEntryOut,
     AuditLog,
@@ -25,10 +27,6 @@ from ..ops_schemas import (
     HistoryBucket,
     QueueHistory,
     QueueStatsOut,
-)
-from ..schemas import (
-    ERRORS,
-    MAX_REASON,
 )
 
 router = APIRouter(tags=["operations"], responses=ERRORS)

@@ -7,13 +7,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
-from genq_contract.access import Access
 from genq_contract.api_keys import TENANT_PATTERN
+from genq_services.access import Access
 
-from .. import revocation
-from ..access_schemas import AccessChange, TenantChanged, TenantList, TenantOut
-from ..deps import AdminDep, Gateway, GatewayDep
-from ..schemas import ERRORS
+from ..access import revocation
+from ..access.schemas import AccessChange, TenantChanged, TenantList, TenantOut
+from ..deps import AdminDep, GatewayDep
+from ..errors import ERRORS
+from ..state import Gateway
 
 router = APIRouter(tags=["access"], responses=ERRORS)
 
@@ -27,7 +28,7 @@ def access_of(gateway: Gateway) -> Access:
 @router.get("/v1/tenants", response_model=TenantList)
 async def list_tenants(gateway: GatewayDep, _: AdminDep) -> TenantList:
     """Every tenant that has an API key (key store or GENQ_API_KEYS) or is disabled, by name."""
-    grants = [*gateway.settings.grants().values(), *(await gateway.keystore.all()).values()]
+    grants = [*gateway.settings.grants().values(), *(await gateway.api_key_store.all()).values()]
     disabled = await access_of(gateway).disabled_tenants()
     counts = dict.fromkeys(disabled, 0)
     for grant in grants:

@@ -17,12 +17,11 @@ from fastapi import APIRouter, Query
 
 from genq import UsageRow
 from genq_contract.api_keys import TENANT_PATTERN
-from genq_contract.spend import NANOS_PER_USD
+from genq_contract.money import NANOS_PER_USD
 
 from ..deps import GatewayDep, PrincipalDep
-from ..errors import Forbidden, Unprocessable
-from ..schemas import ERRORS
-from ..usage_schemas import GroupBy, UsageCounts, UsageGroup, UsageReport
+from ..errors import ERRORS, Forbidden, Unprocessable
+from .usage_schemas import GroupBy, UsageCounts, UsageGroup, UsageReport
 
 router = APIRouter(tags=["usage"], responses=ERRORS)
 

@@ -19,8 +19,8 @@ local B = books_at(7)
 local id = ARGV[1]
 
 local state = redis.call('HMGET', job, 'status', 'idempotency_key', 'rank', 'tenant')
-local dead_letter = state[1] == 'failed' and redis.call('ZSCORE', dead, id)
-if not (dead_letter or (state[1] == 'cancelled' and ARGV[4] == '1')) then
+local in_dead_set = state[1] == 'failed' and redis.call('ZSCORE', dead, id)
+if not (in_dead_set or (state[1] == 'cancelled' and ARGV[4] == '1')) then
   return {0}
 end
 if (state[2] or '') ~= ARGV[3] then  -- a job with no key has no field

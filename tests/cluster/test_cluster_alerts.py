@@ -11,8 +11,8 @@ import pytest
 from redis.asyncio.cluster import RedisCluster
 
 from genq import Queue
-from genq_contract.alert_log import recent_attempts
 from genq_contract.keys import GatewayKeys
+from genq_services.alert_log import recent_attempts
 from tests.ops.alert_receiver import Hooks
 from tests.ops.test_alert_outbox import dead_letter, until
 from workers.alerts import DeadLetterAlerts

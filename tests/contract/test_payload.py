@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from gateway.schemas import GenerationRequest
+from gateway.admission.schemas import GenerationRequest
 from genq import TerminalJobError
 from genq_contract.payload import GenerationPayload, payload_fields
 
 
 def _gateway_payload(body: dict[str, Any], tenant: str = "acme") -> dict[str, Any]:
-    """What gateway.submit enqueues for ``body``."""
+    """What gateway.admission.submit enqueues for ``body``."""
     request = GenerationRequest.model_validate(body)
     return GenerationPayload(
         tenant=tenant,

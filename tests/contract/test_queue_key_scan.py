@@ -11,7 +11,7 @@ from genq import Keys
 from genq_contract.keys import GatewayKeys
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("gateway", "workers", "providers", "genq_contract", "genq_cli")
+PACKAGES = ("gateway", "workers", "providers", "genq_contract", "genq_services", "genq_cli")
 LAYOUT = {name for name in dir(Keys) if not name.startswith("_")}
 
 

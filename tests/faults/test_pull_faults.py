@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.auth import hash_key
+from gateway.access.auth import hash_key
 from genq import Queue
 from tests.faults.invariants import check_invariants
 from tests.faults.test_viewer_storm import GatewayProcess

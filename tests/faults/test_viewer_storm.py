@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.auth import hash_key
+from gateway.access.auth import hash_key
 from genq import ActiveJob, Event, Queue, RetryJobError, visible_text
 from genq_cli.embedded_redis import free_port
 from tests.faults.invariants import check_invariants

@@ -20,10 +20,10 @@ import pytest
 import redis.asyncio as aioredis
 import uvicorn
 
+from gateway.access.auth import hash_key
 from gateway.app import create_app
-from gateway.auth import hash_key
-from gateway.deps import Gateway
 from gateway.settings import Settings
+from gateway.state import Gateway
 from genq import ActiveJob, Queue, RetryJobError, TerminalJobError
 from genq_cli.embedded_redis import free_port
 

@@ -13,10 +13,10 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.auth import KeyStore, WatchTokens, new_api_key
-from genq_contract.access import Access
+from gateway.access.auth import ApiKeyStore, WatchTokens, new_api_key
 from genq_contract.api_keys import KeyGrant, hash_key
 from genq_contract.keys import GatewayKeys
+from genq_services.access import Access
 from tests.gateway.conftest import KEY_ADMIN, KEY_ALPHA, SECRET, LiveGateway, client_for, create
 from tests.gateway.test_cli import GENQ, _env
 
@@ -129,7 +129,7 @@ async def test_access_revoking_an_admin_key_stops_what_it_enqueued_for_tenants(
 async def test_access_cli_revokes_and_disables_as_processes(
     redis: aioredis.Redis, redis_url: str, prefix: str, live: LiveGateway
 ) -> None:
-    store = KeyStore(redis, GatewayKeys(prefix).api_keys)
+    store = ApiKeyStore(redis, GatewayKeys(prefix).api_keys)
     api_key = new_api_key()
     digest = await store.add(api_key, KeyGrant(tenant="acme"))
     env = _env(redis_url, prefix)

@@ -7,7 +7,7 @@ import time
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.auth import Authenticator, KeyStore, WatchTokens
+from gateway.access.auth import ApiKeyStore, Authenticator, WatchTokens
 from gateway.errors import Unauthorized
 from genq_contract.api_keys import KeyGrant, hash_key
 from tests.gateway.conftest import SECRET
@@ -74,7 +74,7 @@ def test_watch_token_forgeries_are_refused(name: str) -> None:
 async def test_auth_keys_from_settings_and_store_resolve_to_tenants(
     redis: aioredis.Redis, prefix: str
 ) -> None:
-    store = KeyStore(redis, f"{prefix}:apikeys")
+    store = ApiKeyStore(redis, f"{prefix}:apikeys")
     await store.add("stored-key", KeyGrant(tenant="acme", admin=True))
     auth = Authenticator({hash_key("configured-key"): KeyGrant(tenant="beta")}, store, 0)
 
@@ -89,7 +89,7 @@ async def test_auth_keys_from_settings_and_store_resolve_to_tenants(
 
 
 async def test_auth_revoked_key_is_refused(redis: aioredis.Redis, prefix: str) -> None:
-    store = KeyStore(redis, f"{prefix}:apikeys")
+    store = ApiKeyStore(redis, f"{prefix}:apikeys")
     digest = await store.add("doomed-key", KeyGrant(tenant="acme"))
     auth = Authenticator({}, store, cache_seconds=0)
     assert (await auth.principal("doomed-key")).tenant == "acme"
@@ -100,6 +100,6 @@ async def test_auth_revoked_key_is_refused(redis: aioredis.Redis, prefix: str) -
 
 
 async def test_auth_revoke_needs_a_real_prefix(redis: aioredis.Redis, prefix: str) -> None:
-    store = KeyStore(redis, f"{prefix}:apikeys")
+    store = ApiKeyStore(redis, f"{prefix}:apikeys")
     with pytest.raises(ValueError, match="8 hex"):
         await store.revoke("ab")

@@ -14,22 +14,18 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.auth import KeyStore, new_api_key
-from gateway.schemas import GenerationRequest
+from gateway.access.auth import ApiKeyStore, new_api_key
+from gateway.admission.schemas import GenerationRequest
 from gateway.settings import Settings
 from genq import ActiveJob, Queue, TerminalJobError
-from genq_contract import budget
 from genq_contract.api_keys import KeyGrant
+from genq_contract.budget_limits import BudgetExceeded, Limits
 from genq_contract.keys import GatewayKeys
 from genq_contract.payload import GenerationPayload
 from genq_contract.settings import CommonSettings
-from genq_contract.spend import (
-    DEMO_PRICE,
-    max_cost_nanos,
-    prices_key,
-    publish_prices,
-    read_prices,
-)
+from genq_contract.spend import DEMO_PRICE, max_cost_nanos, prices_key
+from genq_services import budget
+from genq_services.prices import publish_prices, read_prices
 from tests.gateway.conftest import (
     KEY_ALPHA,
     LiveGateway,
@@ -102,7 +98,7 @@ class BudgetedWorker:
         most = max_cost_nanos(payload, DEMO_PRICE)
         try:
             await budget.hold(self.redis, self.prefix, tenant, job.id, most, limits)
-        except budget.BudgetExceeded as exc:
+        except BudgetExceeded as exc:
             self.refused.append(job.id)
             raise TerminalJobError(str(exc)) from None
         await job.emit("spent ")
@@ -216,7 +212,7 @@ async def test_no_published_price_is_503_for_budgeted_tenants_only(
 async def test_openai_routes_refuse_with_openai_shaped_402(
     alpha: httpx.AsyncClient, redis: aioredis.Redis, prefix: str
 ) -> None:
-    await budget.set_limits(redis, prefix, "alpha", budget.Limits(daily_nanos=1))
+    await budget.set_limits(redis, prefix, "alpha", Limits(daily_nanos=1))
     chat = await alpha.post(
         "/v1/chat/completions",
         json={"model": "demo/fast", "messages": [{"role": "user", "content": "hi"}]},
@@ -324,7 +320,7 @@ async def test_budget_set_warns_when_no_api_key_acts_as_the_tenant(
     known = await admin.put("/v1/budgets/alpha", json={"daily_usd": 1})  # GENQ_API_KEYS
     assert known.json()["warnings"] == []
     # A key of the key store (`genq keys`) counts as well.
-    store = KeyStore(redis, GatewayKeys(prefix).api_keys)
+    store = ApiKeyStore(redis, GatewayKeys(prefix).api_keys)
     await store.add(new_api_key(), KeyGrant(tenant="alhpa"))
     again = await admin.put("/v1/budgets/alhpa", json={"daily_usd": 1})
     assert again.json()["warnings"] == []

@@ -11,7 +11,7 @@ import time
 
 import httpx
 
-from gateway.auth import hash_key
+from gateway.access.auth import hash_key
 from genq_cli.embedded_redis import free_port
 from tests.gateway.conftest import KEY_ALPHA, SECRET
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.limits import utc_day
+from gateway.admission.limits import utc_day
 from gateway.settings import Settings
 from genq_contract.keys import GatewayKeys
 from tests.gateway.conftest import KEY_ALPHA, LiveGateway, client_for, make_settings

@@ -9,11 +9,12 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.auth import hash_key
-from gateway.pull_schemas import MAX_EVENTS_PER_CALL, MAX_PULL_JOBS, MAX_PULL_WAIT
+from gateway.access.auth import hash_key
+from gateway.pull.schemas import MAX_EVENTS_PER_CALL, MAX_PULL_JOBS, MAX_PULL_WAIT
 from gateway.settings import Settings
 from genq import JobStatus, visible_text
-from genq_contract.access import Access, key_id_of
+from genq_contract.api_keys import key_id_of
+from genq_services.access import Access
 
 from .conftest import (
     KEY_ADMIN,

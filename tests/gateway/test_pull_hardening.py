@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.auth import hash_key
+from gateway.access.auth import hash_key
 from gateway.settings import Settings
 from genq import JobStatus
 

@@ -131,7 +131,7 @@ async def run_everything(
 
 
 def pull_waiters(live: LiveGateway) -> list[Any]:
-    return list(getattr(live.app.state, "pull_waiters", {}).values())
+    return list(live.gateway.pull_waiters.values())
 
 
 async def test_queue_keys_are_touched_only_by_genq(
@@ -149,6 +149,11 @@ async def test_queue_keys_are_touched_only_by_genq(
     finally:
         await redis.aclose()
     # the run went through the paths this test guards (genq answered them)
-    guarded = {"genq/_lookups.py", "genq/_doorbell.py", "genq/_queue.py"}
+    guarded = {
+        "genq/_lookups.py",
+        "genq/_doorbell.py",
+        "genq/_queue_records.py",
+        "genq/_queue_pacing.py",
+    }
     assert guarded <= recorder.callers.keys(), recorder.callers
     assert recorder.outside_genq() == {}, recorder.callers

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from gateway import _quiet
-from gateway._quiet import QuietGate
+from gateway.streaming import _quiet
+from gateway.streaming._quiet import QuietGate
 
 
 @contextlib.asynccontextmanager

@@ -71,4 +71,4 @@ async def test_schema_streams_unicode_cursors_and_tokens_never_5xx_and_tail_flow
     script.gate("after-fuzz").set()
     stream = await asyncio.wait_for(watching, 10)
     assert [e.event for e in stream.events] == ["chunk", "chunk", "completed"]
-    await wait_until(lambda: live.gateway.streams.held("alpha") == 0)
+    await wait_until(lambda: live.gateway.open_streams.held("alpha") == 0)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from gateway.access.auth import hash_key
 from gateway.app import create_app
-from gateway.auth import hash_key
 from gateway.settings import Settings
 from tests.gateway.conftest import SECRET
 

@@ -1,6 +1,7 @@
-"""The gateway's patch of sse-starlette (``gateway._sse_patches``) against sse-starlette's own
-send: the same streams through both give the same messages and end the same way, and another
-sse-starlette release turns the patch off with one warning while the gateway keeps streaming."""
+"""The gateway's patch of sse-starlette (``gateway.streaming._sse_patches``) against
+sse-starlette's own send: the same streams through both give the same messages and end the same
+way, and another sse-starlette release turns the patch off with one warning while the gateway
+keeps streaming."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ import pytest
 from packaging.requirements import Requirement
 from starlette.types import Message
 
-import gateway._sse_patches as patches
+import gateway.streaming._sse_patches as patches
 from gateway.middleware import SERVER_SEND
-from gateway.sse import HEADERS, Ending, SlotStream
+from gateway.streaming.sse import HEADERS, Ending, HeldStream
 from tests.gateway.conftest import LiveGateway, Script, create, read_stream
 
 EVENTS = [b"retry: 1000\n\n", b'id: 1-0\nevent: chunk\ndata: "a"\n\n', b": ping\n\n"] + [
@@ -44,7 +45,7 @@ async def _content(events: list[bytes]) -> AsyncIterator[bytes]:
 async def _run(
     on: bool, events: list[bytes], *, stall_after: int | None = None, method: str = "GET"
 ) -> dict[str, Any]:
-    """Streams ``events`` through a :class:`SlotStream` with the patch ``on`` or off; returns
+    """Streams ``events`` through a :class:`HeldStream` with the patch ``on`` or off; returns
     every output: the messages in order (as the server got them), which ``send`` took body
     messages, how often the slot was freed, whether it ended by itself."""
     patches.set_patched(on)
@@ -66,7 +67,7 @@ async def _run(
         await never.wait()
         return {"type": "http.disconnect"}
 
-    stream = SlotStream(
+    stream = HeldStream(
         _content(events),
         Ending(lambda: released.append(None)),
         ping=0,

@@ -49,7 +49,7 @@ async def test_stream_limits_cap_open_streams_per_tenant_and_free_every_slot(
     redis_url: str, prefix: str, script: Script
 ) -> None:
     async with gateway_with(redis_url, prefix, tenant_max_streams=3) as live:
-        held = live.gateway.streams
+        held = live.gateway.open_streams
         async with client_for(live, KEY_ALPHA) as alpha, client_for(live, KEY_BETA) as beta:
             job = await create(alpha, delay_ms=60_000)
             for _ in range(2):  # open N, close them, open N again: no slot leaks
@@ -74,7 +74,7 @@ async def test_stream_limits_cap_result_waits_per_tenant_and_free_every_slot(
     redis_url: str, prefix: str, script: Script
 ) -> None:
     async with gateway_with(redis_url, prefix, tenant_max_waits=2) as live:
-        held = live.gateway.waits
+        held = live.gateway.open_waits
         async with client_for(live, KEY_ALPHA) as alpha:
             job = await create(alpha, delay_ms=60_000)
             url = f"/v1/generations/{job['id']}/result"
@@ -123,7 +123,7 @@ async def test_stream_limits_max_duration_ends_the_stream_and_the_client_resumes
         assert [e.data for e in events[:12]] == [f"t{i} " for i in range(12)]
         assert len(set(ids)) == len(ids) == 13
         assert connections >= 2, "the client never had to resume"
-        await wait_until(lambda: live.gateway.streams.held("alpha") == 0)
+        await wait_until(lambda: live.gateway.open_streams.held("alpha") == 0)
 
 
 async def test_stream_limits_send_timeout_drops_a_client_that_never_reads(
@@ -148,10 +148,10 @@ async def test_stream_limits_send_timeout_drops_a_client_that_never_reads(
                 f"Authorization: Bearer {KEY_ALPHA}\r\n\r\n"
             )
             sock.sendall(request.encode())
-            await wait_until(lambda: live.gateway.streams.held("alpha") == 1)
+            await wait_until(lambda: live.gateway.open_streams.held("alpha") == 1)
             async with queue_for(redis, prefix).worker(flood, concurrency=1):
                 # Never read: the gateway gives up on this client, not on its job.
-                await wait_until(lambda: live.gateway.streams.held("alpha") == 0, timeout=30)
+                await wait_until(lambda: live.gateway.open_streams.held("alpha") == 0, timeout=30)
                 assert live.gateway.tails["demo"].viewers == 0
 
 
@@ -215,7 +215,7 @@ async def test_stream_limits_cap_openai_streams_per_tenant_before_enqueueing(
 ) -> None:
     limits = {"alpha": {"max_streams": 2}}
     async with gateway_with(redis_url, prefix, tenant_limits=limits) as live:
-        held = live.gateway.streams
+        held = live.gateway.open_streams
         async with (
             client_for(live, KEY_ALPHA) as alpha,
             client_for(live, KEY_BETA) as beta,
@@ -283,7 +283,7 @@ async def test_stream_limits_max_duration_ends_openai_streams_and_says_so(
             error = last.data
         assert error["code"] == "stream_cut"
         assert "GENQ_SSE_MAX_DURATION" in error["message"]
-        await wait_until(lambda: live.gateway.streams.held("alpha") == 0, timeout=15)
+        await wait_until(lambda: live.gateway.open_streams.held("alpha") == 0, timeout=15)
 
 
 async def test_stream_limits_max_duration_cancels_an_unbound_chat_and_keeps_a_bound_one(
@@ -347,11 +347,11 @@ async def test_stream_limits_send_timeout_drops_an_openai_client_that_never_read
                 f"Content-Length: {len(payload)}\r\nAuthorization: Bearer {KEY_ALPHA}\r\n\r\n"
             )
             sock.sendall(head.encode() + payload)
-            await wait_until(lambda: live.gateway.streams.held("alpha") == 1, timeout=15)
+            await wait_until(lambda: live.gateway.open_streams.held("alpha") == 1, timeout=15)
             async with queue_for(redis, prefix).worker(flood, concurrency=1):
                 # Never read: the gateway gives up on this client (and, since the request had
                 # no Idempotency-Key, on its generation).
-                await wait_until(lambda: live.gateway.streams.held("alpha") == 0, timeout=30)
+                await wait_until(lambda: live.gateway.open_streams.held("alpha") == 0, timeout=30)
                 assert live.gateway.tails["demo"].viewers == 0
 
 
@@ -368,7 +368,7 @@ async def test_stream_limits_refused_openai_wait_enqueues_nothing_and_spends_no_
         gateway_with(redis_url, prefix, tenant_limits=limits) as live,
         client_for(live, KEY_ALPHA) as alpha,
     ):
-        held = live.gateway.waits
+        held = live.gateway.open_waits
         waiting = asyncio.create_task(alpha.post("/v1/chat/completions", json=gated(chat, "wait")))
         await wait_until(lambda: held.held("alpha") == 1, timeout=15)
         for path, body in [("/v1/chat/completions", chat), ("/v1/responses", response)] * 3:

@@ -6,7 +6,7 @@ import time
 
 import httpx
 
-from gateway.auth import WatchTokens
+from gateway.access.auth import WatchTokens
 from tests.gateway.conftest import SECRET, Script, create, read_stream
 
 NOT_FOUND = {"detail": "generation not found"}

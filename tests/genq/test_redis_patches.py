@@ -17,8 +17,9 @@ from redis.exceptions import ResponseError
 
 import genq._redis_patches as patches
 from genq import EnqueueItem, JobStatus, Queue
+from genq._redis_patches import pooled
 from genq._scripts import Script
-from genq._streamed import pooled, run_streamed
+from genq._streamed import run_streamed
 from genq.connection import connect
 
 # Replies of every RESP kind a script can give: integer, bulk string, status, nil, nested array.

@@ -1,8 +1,9 @@
 """genq's script calls (``genq._scripts.Script``). On a single node's pooled client they go out
-through :func:`genq._streamed.run_one` (batches through :func:`genq.run_streamed`) instead
-of redis-py's ``execute_command``; they must keep what that path gives: a NOSCRIPT reload, the
-client's retry on a dropped connection, error replies raised, a connection left in step when a
-call is cancelled, and redis-py's own path where genq's does not apply."""
+through :func:`genq._streamed.run_one` (batches through :func:`genq.run_streamed`), written to
+the connection by ``genq._redis_patches``, instead of redis-py's ``execute_command``; they must
+keep what that path gives: a NOSCRIPT reload, the client's retry on a dropped connection, error
+replies raised, a connection left in step when a call is cancelled, and redis-py's own path
+where genq's does not apply."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from redis.exceptions import ResponseError
 
 import genq._scripts
 from genq import Queue
+from genq._redis_patches import pooled
 from genq._scripts import Script
-from genq._streamed import pooled, run_streamed
+from genq._streamed import run_streamed
 from genq.connection import connect, hiredis_packing
 from tests.polling import waited_for
 

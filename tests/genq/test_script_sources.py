@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import re
+from importlib import resources
 
 import pytest
 
 from genq._scripts import (
     COMMENT,
+    LOCALS,
     NAMES,
+    STRING,
+    WORD,
     compose,
     helpers,
     names_in,
@@ -114,6 +118,22 @@ def test_statements_are_cut_at_column_0_but_never_inside_a_block_or_a_comment() 
         "-- the last\nreturn {\n  a,\n}\n",
     ]
     assert "".join(statements(body)) == body
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_script_names_a_local_of_its_own_after_a_helper(name: str) -> None:
+    # compose splices every helper whose name the code holds: a local of that name would pull
+    # in a helper the script never calls (and shadow it).
+    _, pieces = helpers()
+    text = (resources.files("genq") / "lua" / f"{name}.lua").read_text()
+    code = STRING.sub("''", COMMENT.sub("", text))
+    own = {w for names in LOCALS.findall(code) for w in WORD.findall(names)}
+    assert own & pieces.keys() == set()
+
+
+def test_retry_gets_none_of_the_dead_lettering_helpers() -> None:
+    # retry.lua takes jobs out of the dead set; it never puts one in nor finishes one.
+    assert not {"dead_letter", "finish", "release_key"} & defined(source("retry"))
 
 
 def test_every_helper_is_used_by_some_script() -> None:

@@ -275,7 +275,7 @@ async def test_tail_cursor_refused_by_redis_ends_only_its_stream(
 ) -> None:
     """Finding 1, second wall: should a cursor Redis refuses ever get past validation, the
     shared XREAD fails; the tail finds the stream at fault and ends its viewers alone."""
-    monkeypatch.setattr("genq.check_cursor", lambda cursor: cursor)
+    monkeypatch.setattr("genq._tail.check_cursor", lambda cursor: cursor)
     async with rig(redis_url, prefix) as r:
         await r.append("good")
         good = asyncio.create_task(collect(r.tail, "good"))

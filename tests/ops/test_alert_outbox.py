@@ -20,8 +20,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from genq import ActiveJob, Queue, TerminalJobError
-from genq_contract.alert_log import recent_attempts
 from genq_contract.keys import GatewayKeys
+from genq_services.alert_log import recent_attempts
 from workers.alerts import DeadLetterAlerts
 from workers.outbox import GROUP
 from workers.settings import WorkerSettings

@@ -10,8 +10,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from genq import Queue
-from genq_contract.alert_log import recent_attempts
 from genq_contract.keys import GatewayKeys
+from genq_services.alert_log import recent_attempts
 from tests.gateway.conftest import KEY_ADMIN, KEY_ALPHA, LiveGateway
 from workers.webhooks import Webhook
 

@@ -22,7 +22,7 @@ import httpx
 import pytest
 import yaml
 
-from gateway.auth import hash_key
+from gateway.access.auth import hash_key
 from genq_cli.embedded_redis import free_port
 from workers.settings import WorkerSettings
 

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from genq import Job, JobFailedError, Queue
-from genq_contract import budget
 from genq_contract.payload import GenerationPayload
 from genq_contract.spend import DEMO_PRICE, max_cost_nanos
+from genq_services import budget
 from providers import demo
 from providers.costs import estimate_usage
 from tests.workers.conftest import events_of

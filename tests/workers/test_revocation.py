@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.auth import KeyStore, new_api_key
+from gateway.access.auth import ApiKeyStore, new_api_key
 from genq import JobCancelledError, JobFailedError, Queue
-from genq_contract.access import Access
 from genq_contract.api_keys import KeyGrant
 from genq_contract.keys import GatewayKeys
+from genq_services.access import Access
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.gateway.conftest import LiveGateway, client_for, make_settings
 from tests.gateway.test_cli import GENQ, _env
@@ -54,7 +54,7 @@ async def test_revoke_stops_waiting_scheduled_and_running_jobs_without_provider_
     redis: aioredis.Redis, redis_url: str, prefix: str, start_workers: Any, fake_openai: FakeOpenAI
 ) -> None:
     namespace = f"{prefix}-gen"
-    store = KeyStore(redis, GatewayKeys(namespace).api_keys)
+    store = ApiKeyStore(redis, GatewayKeys(namespace).api_keys)
     doomed, kept = new_api_key(), new_api_key()
     digest = await store.add(doomed, KeyGrant(tenant="acme"))
     await store.add(kept, KeyGrant(tenant="acme"))

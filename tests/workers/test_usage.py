@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 
 from genq import Job, JobCancelledError, JobFailedError, Queue
-from genq_contract import budget
+from genq_contract.budget_limits import Limits
 from genq_contract.payload import GenerationPayload
-from genq_contract.spend import DEMO_PRICE, Price, Usage, max_cost_nanos, read_prices
+from genq_contract.spend import DEMO_PRICE, Price, Usage, max_cost_nanos
+from genq_services import budget
+from genq_services.prices import read_prices
 from providers._litellm import litellm
 from providers.costs import FREE, PriceBook, estimate_usage
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -242,7 +244,7 @@ async def test_each_attempt_is_charged_in_place_of_its_hold(
     # The gateway reserves at enqueue; the first attempt adopts that reservation.
     hold = max_cost_nanos(GenerationPayload.parse(payload), gpt_4o_mini())
     job_id = f"openai.{time.time_ns():x}"
-    limits = budget.Limits.from_usd(1.0, None)
+    limits = Limits.from_usd(1.0, None)
     await budget.reserve(redis, namespace, TENANT, job_id, hold, limits)
     await queue.enqueue(payload, job_id=job_id, tenant=TENANT)
 
