@@ -1,6 +1,6 @@
 """genq: durable background jobs with a per-job output stream, on Redis."""
 
-from ._active_job import ActiveJob, emit_many
+from ._active_job import ActiveJob, EmitItem, emit_many
 from ._cancellation import cancel_and_wait, raise_if_cancelled
 from ._channel import CursorRefused, ViewerLagged
 from ._codecs import Codec, JsonCodec, PydanticCodec
@@ -10,6 +10,7 @@ from ._doorbell import Doorbell
 from ._enqueue import Enqueued, EnqueueItem
 from ._errors import (
     EnqueueManyError,
+    EventTypeError,
     GenqError,
     JobCancelledError,
     JobError,
@@ -27,6 +28,7 @@ from ._events import (
     StreamEntry,
     as_text,
     check_cursor,
+    check_event_type,
     decode_entry,
     entry_order,
     visible_text,
@@ -67,10 +69,12 @@ __all__ = [
     "DeadLetterWatch",
     "DeadPage",
     "Doorbell",
+    "EmitItem",
     "EnqueueItem",
     "EnqueueManyError",
     "Enqueued",
     "Event",
+    "EventTypeError",
     "GenqError",
     "IdPage",
     "Job",
@@ -109,6 +113,7 @@ __all__ = [
     "bound_jobs",
     "cancel_and_wait",
     "check_cursor",
+    "check_event_type",
     "connect",
     "decode_entry",
     "emit_many",

@@ -10,7 +10,7 @@ from typing import Any
 
 from ._cancellation import raise_if_cancelled
 from ._errors import JobLeaseLostError
-from ._events import as_text
+from ._events import as_text, check_event_type
 from ._queue_base import QueueBase
 from ._retrying import with_retry
 from ._scripts import Code
@@ -56,9 +56,13 @@ class ActiveJob:
     def __repr__(self) -> str:
         return f"ActiveJob(id={self.id!r}, attempt={self.attempt})"
 
-    async def emit(self, data: Any) -> None:
-        """Appends ``data`` as a ``chunk`` event (and renews the lease)."""
-        await self._append(CHUNK, json.dumps(data, ensure_ascii=False), "")
+    async def emit(self, data: Any, type: str = CHUNK) -> None:
+        """Appends ``data`` as an event of ``type`` (and renews the lease): a ``chunk`` by
+        default, or a type of the handler's own (a short lowercase name, not one of the
+        queue's: :class:`genq.EventTypeError`), which readers tell apart from the text."""
+        if type is not CHUNK:
+            check_event_type(type)
+        await self._append(type, json.dumps(data, ensure_ascii=False), "")
 
     async def restart(self, data: Any = None) -> None:
         """Starts this attempt's output over: drops the stream's events and appends a
@@ -130,24 +134,31 @@ class ActiveJob:
         raise_if_cancelled()
 
 
-async def emit_many(items: Sequence[tuple[ActiveJob, Any]]) -> list[BaseException | None]:
-    """Emits one chunk for each of several jobs of one queue in a single round trip.
+EmitItem = tuple[ActiveJob, Any] | tuple[ActiveJob, Any, str]
+"""``(job, data)`` emits a ``chunk``; ``(job, data, type)`` an event of that type."""
 
-    Each item keeps emit's meaning for its job (append, lease renewal, cancellation check).
-    Returns, aligned with ``items``, None or the job's :class:`JobLeaseLostError`; a job whose
-    cancel was requested has its handler cancelled, as with :meth:`ActiveJob.emit`.
+
+async def emit_many(items: Sequence[EmitItem]) -> list[BaseException | None]:
+    """Emits events of several jobs of one queue in a single round trip, in order.
+
+    Each item keeps emit's meaning for its job (append, lease renewal, cancellation check); a
+    job may have several items, appended in their order. Returns, aligned with ``items``, None
+    or the job's :class:`JobLeaseLostError`; a job whose cancel was requested has its handler
+    cancelled, as with :meth:`ActiveJob.emit`. A bad type raises :class:`genq.EventTypeError`
+    before anything is sent.
     """
     if not items:
         return []
     queue = items[0][0].queue
-    if any(job.queue is not queue for job, _ in items):
+    if any(item[0].queue is not queue for item in items):
         raise ValueError("emit_many takes jobs of one queue")
-    calls = [job._emit_call(CHUNK, json.dumps(data, ensure_ascii=False), "") for job, data in items]
+    calls = [_emit_call(item) for item in items]
     replies = await with_retry(
         lambda: run_streamed(queue.redis, queue.scripts.emit, calls), within=queue.lease / 2
     )
     results: list[BaseException | None] = []
-    for (job, _), reply in zip(items, replies, strict=True):
+    for item, reply in zip(items, replies, strict=True):
+        job = item[0]
         code = int(reply[0])
         if code == Code.LEASE_LOST:
             results.append(JobLeaseLostError(job.id))
@@ -157,6 +168,13 @@ async def emit_many(items: Sequence[tuple[ActiveJob, Any]]) -> list[BaseExceptio
             job._on_cancel()
         results.append(None)
     return results
+
+
+def _emit_call(item: EmitItem) -> tuple[list[str], list[Any]]:
+    if len(item) == 2:
+        return item[0]._emit_call(CHUNK, json.dumps(item[1], ensure_ascii=False), "")
+    job, data, kind = item
+    return job._emit_call(check_event_type(kind), json.dumps(data, ensure_ascii=False), "")
 
 
 def record_fields(raw: list[Any]) -> dict[str, str]:

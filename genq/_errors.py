@@ -7,6 +7,7 @@ GenqError
 ├── JobFailedError        wait(): the job dead-lettered (``.error`` says why)
 ├── JobCancelledError     wait(): the job was cancelled
 ├── JobLeaseLostError     emit/progress/heartbeat/settle by a holder whose lease is gone
+├── EventTypeError        emit(type=...): a type a handler may not write (also a ValueError)
 ├── EnqueueManyError      enqueue_many(): some items failed (``.results``: one per item)
 ├── ReplicationTimeoutError  durable acceptance: too few replicas confirmed the write in time
 └── JobError              raised by handlers to steer the retry decision
@@ -60,6 +61,18 @@ class JobLeaseLostError(GenqError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"lease on job {job_id!r} is no longer held by this worker")
         self.job_id = job_id
+
+
+class EventTypeError(GenqError, ValueError):
+    """An event type a handler may not emit: not a short lowercase name, or one of the
+    queue's own (``progress``, ``restarted``, the terminal ones)."""
+
+    def __init__(self, kind: object) -> None:
+        super().__init__(
+            f"event type {str(kind)[:40]!r} is not allowed: a name matching "
+            "[a-z][a-z0-9_]{0,31} other than progress, restarted, completed, failed, cancelled"
+        )
+        self.type = kind
 
 
 class JobError(GenqError):

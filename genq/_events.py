@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._codecs import Codec
-from ._status import CHUNK, RESTARTED, TERMINAL_EVENTS
+from ._errors import EventTypeError
+from ._status import CHUNK, RESERVED_EVENTS, RESTARTED, TERMINAL_EVENTS
 
 # ASCII digits only, matched in full: ``\d`` takes any Unicode digit and ``$`` matches before a
 # trailing newline, and Redis refuses both.
 _ENTRY_ID = re.compile(r"0|[0-9]{1,20}-[0-9]{1,20}")
 _MAX_ID_PART = 2**64 - 1
+_EVENT_TYPE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 Order = tuple[int, int]
 """A stream entry id as ``(ms, seq)``: ids compare in this order, not as text."""
@@ -46,6 +48,16 @@ def check_cursor(cursor: str) -> str:
     if not _ENTRY_ID.fullmatch(cursor) or any(int(p) > _MAX_ID_PART for p in cursor.split("-")):
         raise ValueError(f"invalid event id {cursor[:60]!r}: expected <ms>-<seq>")
     return cursor
+
+
+def check_event_type(kind: str) -> str:
+    """Validates the type of an event a handler emits (:meth:`genq.ActiveJob.emit`): a short
+    lowercase name that is not one of the queue's own; raises :class:`genq.EventTypeError`."""
+    if kind == CHUNK:
+        return kind
+    if not isinstance(kind, str) or not _EVENT_TYPE.fullmatch(kind) or kind in RESERVED_EVENTS:
+        raise EventTypeError(kind)
+    return kind
 
 
 def entry_order(entry_id: str) -> Order:

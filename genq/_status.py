@@ -23,3 +23,6 @@ RESTARTED = "restarted"
 TERMINAL_EVENTS = frozenset(
     {JobStatus.COMPLETED.value, JobStatus.FAILED.value, JobStatus.CANCELLED.value}
 )
+RESERVED_EVENTS = frozenset({PROGRESS, RESTARTED, *TERMINAL_EVENTS})
+"""Event types only the queue itself writes: a handler's own types (``emit(type=...)``) are
+any other short name."""

@@ -4,7 +4,8 @@ The gateway builds a :class:`GenerationPayload` from a validated request and enq
 ``model_dump()``; the worker reads a job's payload back with :meth:`GenerationPayload.parse`.
 Jobs enqueued by other means (tests, benchmarks, ``genq.Queue`` users) may give a ``prompt``
 instead of ``messages`` and leave out what only the gateway needs (tenant, key id,
-metadata, fingerprint).
+metadata, fingerprint). Tools, tool calls in the history, content parts, structured output and
+reasoning effort are checked as :mod:`genq_contract.chat` says.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from genq import TerminalJobError
 
+from .chat import ChatFormatError, check_messages, check_params
+
 
 class GenerationPayload(BaseModel):
     """One generation request, as it sits in a job."""
@@ -25,9 +28,11 @@ class GenerationPayload(BaseModel):
     model: str = Field(min_length=1)
     """LiteLLM's name of the model, ``<provider>/<model>`` (see ``genq_contract.routing``)."""
     messages: list[dict[str, Any]] = Field(min_length=1)
-    """The conversation, OpenAI style: ``{"role": ..., "content": ...}`` objects."""
+    """The conversation in the Chat Completions format: ``{"role": ..., "content": ...}``
+    objects, assistant ``tool_calls`` and ``tool`` answers included."""
     params: dict[str, Any] = {}
-    """Generation params (temperature, max_tokens, ...), checked against the routing."""
+    """Generation params (temperature, max_tokens, tools, response_format, ...), checked
+    against the routing."""
     fallbacks: list[str] | None = None
     """The models that continue this generation when ``model`` fails, in order (see
     ``workers.fallback``); None: the ones ``GENQ_FALLBACKS`` gives ``model``; []: none."""
@@ -66,6 +71,16 @@ class GenerationPayload(BaseModel):
     @classmethod
     def _absent_is_empty(cls, value: Any) -> Any:
         return {} if value is None else value
+
+    @model_validator(mode="after")
+    def _chat_format(self) -> GenerationPayload:
+        """Tools and the rest beyond text: the error names the field (``params.tools.3``)."""
+        try:
+            check_params(self.params)
+            check_messages(self.messages)
+        except ChatFormatError as exc:
+            raise ValueError(str(exc)) from None
+        return self
 
     @classmethod
     def parse(cls, payload: Any) -> GenerationPayload:

@@ -21,6 +21,8 @@ from typing import Annotated, Any, Self
 from pydantic import field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from . import chat
+
 DEFAULT_MODELS = ("openai/gpt-4o-mini",)
 """The allow-list in production: no demo models, whose only use is trying genq out."""
 DEV_MODELS = ("demo/fast", "demo/slow", *DEFAULT_MODELS)
@@ -42,11 +44,11 @@ OPENAI_PARAMS = frozenset(
         "frequency_penalty",
         "logit_bias",
         "user",
-        "response_format",
-        "reasoning_effort",
+        *chat.PARAMS,
     }
 )
-"""Generation params passed on to any provider (the text-only, single-choice subset)."""
+"""Generation params passed on to any provider (the single-choice subset; tools, structured
+output and reasoning effort as :mod:`genq_contract.chat` checks them)."""
 
 DEMO_PARAMS = frozenset(
     {
@@ -73,6 +75,14 @@ class ModelNotAllowedError(RoutingError):
         self.model = model
         self.allowed = sorted(allowed)
         super().__init__(f"model {model!r} is not available; choose one of {self.allowed}")
+
+
+class InvalidParamError(RoutingError):
+    """A param the provider takes, with a value that does not fit (``field`` names it)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)
 
 
 class FallbackError(RoutingError):
@@ -183,11 +193,16 @@ class Routing:
         return self.provider_of(model).queue_prefix
 
     def check_params(self, model: str, params: Mapping[str, Any]) -> None:
-        """Raises :class:`UnsupportedParamError` for params the model's provider won't take."""
+        """Raises :class:`UnsupportedParamError` for params the model's provider won't take,
+        :class:`InvalidParamError` for a value that does not fit (``tools`` and the like)."""
         allowed = OPENAI_PARAMS | (DEMO_PARAMS if litellm_provider(model) == "demo" else set())
         unknown = set(params) - allowed
         if unknown:
             raise UnsupportedParamError(unknown, self.provider_of(model).name)
+        try:
+            chat.check_params(params)
+        except chat.ChatFormatError as exc:
+            raise InvalidParamError(exc.field, str(exc)) from None
 
     def fallbacks_of(self, model: str, requested: Iterable[str] | None = None) -> tuple[str, ...]:
         """The models that continue a generation of ``model`` when it fails, in order: the

@@ -1,5 +1,11 @@
 """Streams a chat completion through LiteLLM as plain :class:`Delta` s, owning every failure.
 
+A delta holds what a step of the provider's stream carried: text, reasoning text (LiteLLM's
+``reasoning_content``, whatever the provider called it), pieces of tool calls by index (id and
+name in a call's first piece, then argument text), and on the last steps the finish reason and
+the usage. ``params`` (``tools``, ``tool_choice``, ``response_format``, ``reasoning_effort``
+...) reach ``litellm.acompletion`` as they are.
+
 - Retries are the queue's job: LiteLLM's (``num_retries``) and the SDK's (``max_retries``) are
   off on every call, so a 429 is one request, not three.
 - The stream is always closed in a ``finally``: when the task consuming it is cancelled (Stop)
@@ -28,14 +34,27 @@ DEFAULT_SILENCE_TIMEOUT = 30.0
 demo.register()
 
 
+@dataclass(frozen=True, slots=True)
+class ToolCallPiece:
+    """A piece of a streamed tool call: ``id`` and ``name`` come with a call's first piece
+    (None after), ``arguments`` is the next bit of its JSON arguments."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
 @dataclass(frozen=True)
 class Delta:
-    """One step of a stream: some text, and on the last steps the finish reason and usage
-    (the provider's report only: None when it sent none)."""
+    """One step of a stream: some text, reasoning text, tool-call pieces, and on the last
+    steps the finish reason and usage (the provider's report only: None when it sent none)."""
 
     text: str = ""
     finish_reason: str | None = None
     usage: dict[str, int] | None = None
+    reasoning: str = ""
+    tool_calls: tuple[ToolCallPiece, ...] = ()
 
 
 async def stream_chat(
@@ -158,21 +177,61 @@ async def _within(seconds: float, awaitable: Any, secrets: tuple[str, ...]) -> A
 
 def _delta(chunk: Any) -> Delta | None:
     choices = getattr(chunk, "choices", None) or []
-    text, finish = "", None
+    text, finish, reasoning, calls = "", None, "", None
     if choices:
         choice = choices[0]
         delta = getattr(choice, "delta", None)
-        text = (getattr(delta, "content", None) or "") if delta is not None else ""
+        if delta is not None:
+            text = getattr(delta, "content", None) or ""
+            calls = getattr(delta, "tool_calls", None)
+            # A declared field LiteLLM deletes when unset: in the instance dict only when sent
+            # (reading the attribute would raise and catch an AttributeError per token).
+            reasoning = getattr(delta, "__dict__", _NONE).get("reasoning_content") or ""
         finish = getattr(choice, "finish_reason", None) or None
     usage = _usage(getattr(chunk, "usage", None))
-    if not text and finish is None and usage is None:
+    if calls:
+        pieces = _pieces(calls)
+        if pieces or reasoning or text or finish is not None or usage is not None:
+            return Delta(text, finish, usage, reasoning, pieces)
         return None
+    if not text and finish is None and usage is None and not reasoning:
+        return None
+    if reasoning:
+        return Delta(text, finish, usage, reasoning)
     return Delta(text, finish, usage)
+
+
+_NONE: dict[str, Any] = {}
+
+
+def _pieces(calls: Any) -> tuple[ToolCallPiece, ...]:
+    """LiteLLM's ``delta.tool_calls`` (objects or dicts) as pieces; one without an index is
+    the ``n``-th of its chunk."""
+    pieces = []
+    for n, call in enumerate(calls):
+        index = _field(call, "index")
+        function = _field(call, "function")
+        name = _field(function, "name") if function is not None else None
+        arguments = _field(function, "arguments") if function is not None else None
+        pieces.append(
+            ToolCallPiece(
+                index if isinstance(index, int) else n,
+                _field(call, "id") or None,
+                name or None,
+                arguments if isinstance(arguments, str) else "",
+            )
+        )
+    return tuple(pieces)
+
+
+def _field(value: Any, name: str) -> Any:
+    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
 
 
 def _usage(usage: Any) -> dict[str, int] | None:
     """The provider's token counts; ``cached_tokens``: prompt tokens read from its cache (LiteLLM
-    puts OpenAI's and Anthropic's under ``prompt_tokens_details``), 0 when it says nothing."""
+    puts OpenAI's and Anthropic's under ``prompt_tokens_details``), 0 when it says nothing;
+    ``reasoning_tokens`` (of the completion tokens) only when it reported some."""
     if usage is None:
         return None
     fields = ("prompt_tokens", "completion_tokens", "total_tokens")
@@ -182,6 +241,9 @@ def _usage(usage: Any) -> dict[str, int] | None:
     counts = {name: int(v or 0) for name, v in values.items()}
     details = getattr(usage, "prompt_tokens_details", None)
     counts["cached_tokens"] = int(getattr(details, "cached_tokens", None) or 0)
+    reasoning = getattr(getattr(usage, "completion_tokens_details", None), "reasoning_tokens", None)
+    if reasoning:
+        counts["reasoning_tokens"] = int(reasoning)
     return counts
 
 
@@ -196,6 +258,6 @@ def _reported(response: Any) -> bool:
 
 
 def _without_usage(delta: Delta) -> Delta | None:
-    if not delta.text and delta.finish_reason is None:
+    if not (delta.text or delta.finish_reason or delta.reasoning or delta.tool_calls):
         return None
-    return Delta(delta.text, delta.finish_reason)
+    return Delta(delta.text, delta.finish_reason, None, delta.reasoning, delta.tool_calls)

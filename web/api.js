@@ -5,6 +5,10 @@
 // A job stream's event types (genq_contract.events on the server; a test keeps both equal).
 export const EVENT = Object.freeze({
   CHUNK: "chunk",
+  REASONING: "reasoning",
+  TOOL_CALL: "tool_call",
+  TOOL_ARGS: "tool_args",
+  TOOL_DONE: "tool_done",
   PROGRESS: "progress",
   RESTARTED: "restarted",
   COMPLETED: "completed",

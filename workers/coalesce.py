@@ -6,9 +6,14 @@ queue's running jobs) buffers each job's text and, when the oldest buffered text
 ``window`` old (10 ms by default) or a job has ``max_chars`` waiting, sends every job's
 buffered text in one round trip (``genq.emit_many``): one chunk per job, one pipeline for all.
 
+Every event type goes through it: ``write(text, kind, index)`` deltas of one kind (``chunk`` by
+default; ``reasoning``; ``tool_args`` with its call's ``index``) merge with the adjacent ones of
+the same kind and index, ``write_event(kind, data)`` appends a whole event (``tool_call``,
+``tool_done``). A job's events are emitted in the order written, across kinds.
+
 Guarantees:
-- Order and content: every written character of a job is emitted once, in order (one
-  flusher per queue, one batch in flight at a time). After a failed emit nothing more of that
+- Order and content: every written character and event of a job is emitted once, in order
+  (one flusher per queue, one batch in flight at a time). After a failed emit nothing more of that
   job goes out, so its stream has no gap.
 - Bounded added latency: text waits at most ``window`` before its batch is sent, plus the
   round trip of a batch already in flight (a local round trip is well under 1 ms). If the
@@ -32,12 +37,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from genq import cancel_and_wait, emit_many
+from genq import CHUNK, cancel_and_wait, emit_many
 
 DEFAULT_WINDOW = 0.010
 DEFAULT_MAX_CHARS = 2048
 
-EmitMany = Callable[[Sequence[tuple[Any, str]]], Awaitable[list[BaseException | None]]]
+EmitMany = Callable[
+    [Sequence[tuple[Any, Any] | tuple[Any, Any, str]]], Awaitable[list[BaseException | None]]
+]
+"""``genq.emit_many``: items ``(job, text)`` for chunks, ``(job, data, type)`` for others."""
 
 
 @dataclass
@@ -45,16 +53,19 @@ class EmitStats:
     """Counters shared by the emitters of a process (for the benchmark and metrics)."""
 
     writes: int = 0
-    """Deltas written."""
+    """Deltas and events written."""
     chunks: int = 0
-    """Chunks appended to job streams (one per job per round trip)."""
+    """Events appended to job streams (one per job per round trip for text alone)."""
     round_trips: int = 0
 
 
 class JobEmitter(Protocol):
-    """A job's side of an emitter: ``write`` deltas, then ``aclose`` (or ``abort``)."""
+    """A job's side of an emitter: ``write`` deltas and ``write_event`` events, then ``aclose``
+    (or ``abort``)."""
 
-    async def write(self, text: str) -> None: ...
+    async def write(self, text: str, kind: str = CHUNK, index: int | None = None) -> None: ...
+
+    async def write_event(self, kind: str, data: Any) -> None: ...
 
     async def aclose(self) -> None: ...
 
@@ -68,10 +79,20 @@ class DirectEmitter:
         self._job = job
         self._stats = stats
 
-    async def write(self, text: str) -> None:
+    async def write(self, text: str, kind: str = CHUNK, index: int | None = None) -> None:
         if not text:
             return
-        await self._job.emit(text)
+        if kind == CHUNK:
+            await self._job.emit(text)
+        else:
+            await self._job.emit(_delta_data(text, index), type=kind)
+        self._count()
+
+    async def write_event(self, kind: str, data: Any) -> None:
+        await self._job.emit(data, type=kind)
+        self._count()
+
+    def _count(self) -> None:
         self._stats.writes += 1
         self._stats.chunks += 1
         self._stats.round_trips += 1
@@ -83,10 +104,20 @@ class DirectEmitter:
         return None
 
 
+def _delta_data(text: str, index: int | None) -> Any:
+    """A merged delta's event data: the text, or ``{"index", "delta"}`` for an indexed kind."""
+    return text if index is None else {"index": index, "delta": text}
+
+
 @dataclass(eq=False)
 class _Buffer:
     job: Any
     parts: list[str] = field(default_factory=list)
+    """The pieces of the run being merged: deltas of ``kind`` (and ``index``)."""
+    kind: str = CHUNK
+    index: int | None = None
+    before: list[tuple[str, Any]] = field(default_factory=list)
+    """Events written before that run, not sent yet: (type, data), in order."""
     size: int = 0
     in_flight: bool = False
     error: BaseException | None = None
@@ -94,6 +125,27 @@ class _Buffer:
 
     def __post_init__(self) -> None:
         self.idle.set()
+
+    def start_run(self, kind: str, index: int | None) -> None:
+        if self.parts:
+            self.before.append((self.kind, _delta_data("".join(self.parts), self.index)))
+            self.parts.clear()
+        self.kind, self.index = kind, index
+
+    def take(self) -> list[tuple[str, Any]]:
+        """Everything buffered, in order, as (type, data) events; the buffer is left empty."""
+        events = self.before
+        if self.parts:
+            events.append((self.kind, _delta_data("".join(self.parts), self.index)))
+            self.parts.clear()
+        self.before = []
+        self.size = 0
+        return events
+
+    def drop(self) -> None:
+        self.parts.clear()
+        self.before.clear()
+        self.size = 0
 
 
 class BatchedEmitter:
@@ -103,20 +155,39 @@ class BatchedEmitter:
         self._batcher = batcher
         self._buffer = buffer
 
-    async def write(self, text: str) -> None:
+    async def write(self, text: str, kind: str = CHUNK, index: int | None = None) -> None:
         buf = self._buffer
         if buf.error is not None:
             raise buf.error
         if not text:
             return
+        if kind != buf.kind or index != buf.index:
+            buf.start_run(kind, index)
         buf.idle.clear()
         buf.parts.append(text)
         buf.size += len(text)
         self._batcher._buffered(buf)
         if buf.size >= 8 * self._batcher.max_chars:
-            await buf.idle.wait()
-            if buf.error is not None:
-                raise buf.error
+            await self._catch_up()
+
+    async def write_event(self, kind: str, data: Any) -> None:
+        buf = self._buffer
+        if buf.error is not None:
+            raise buf.error
+        buf.start_run(buf.kind, buf.index)
+        buf.idle.clear()
+        buf.before.append((kind, data))
+        buf.size += 1
+        self._batcher._buffered(buf)
+        if buf.size >= 8 * self._batcher.max_chars:
+            await self._catch_up()
+
+    async def _catch_up(self) -> None:
+        """Backpressure: waits until Redis took this job's buffered events."""
+        buf = self._buffer
+        await buf.idle.wait()
+        if buf.error is not None:
+            raise buf.error
 
     async def aclose(self) -> None:
         """Waits until everything written is in the stream; raises the job's emit error."""
@@ -196,28 +267,32 @@ class EmitBatcher:
             await self._flush()
 
     async def _flush(self) -> None:
-        batch = [(buf, "".join(buf.parts)) for buf in self._buffers if buf.parts]
-        for buf, _ in batch:
-            buf.parts.clear()
-            buf.size = 0
+        batch = [(buf, buf.take()) for buf in self._buffers if buf.parts or buf.before]
+        items: list[tuple[Any, Any] | tuple[Any, Any, str]] = []
+        for buf, events in batch:
             buf.in_flight = True
+            for kind, data in events:
+                items.append((buf.job, data) if kind == CHUNK else (buf.job, data, kind))
         self._first_at = None
         self._pending.clear()
         self._urgent.clear()
         if not batch:
             return
         try:
-            errors = await self._emit([(buf.job, text) for buf, text in batch])
+            errors = await self._emit(items)
         except Exception as exc:  # the whole round trip failed: every job in it sees why
-            errors = [exc] * len(batch)
+            errors = [exc] * len(items)
         self.stats.round_trips += 1
-        for (buf, _), error in zip(batch, errors, strict=True):
+        position = 0
+        for buf, events in batch:
             buf.in_flight = False
+            count = len(events)
+            error = next((e for e in errors[position : position + count] if e is not None), None)
+            position += count
             if error is not None:
                 buf.error = buf.error or error
-                buf.parts.clear()  # nothing after a failed chunk: no gap in the stream
-                buf.size = 0
+                buf.drop()  # nothing after a failed event: no gap in the stream
             else:
-                self.stats.chunks += 1
-            if not buf.parts:
+                self.stats.chunks += count
+            if not buf.parts and not buf.before:
                 buf.idle.set()

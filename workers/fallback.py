@@ -5,9 +5,9 @@ When an attempt fails in a way that retrying the same model will not fix soon (s
 its chain as a new generation (the *child*) on that model's own provider queue, so the child
 waits for that provider's concurrency, fair share and 429 cooldowns like any other job. The
 parent's attempt then relays the child: a ``restarted`` event (data ``{"model", "reason"}``),
-the child's text as it comes, and the child's result (whose ``model`` says who answered) or
-its error. The relaying attempt meters the child's usage uncounted: the child's own settle
-counted it.
+the child's text and other parts (reasoning, tool calls) as they come, and the child's result
+(whose ``model`` says who answered) or its error. The relaying attempt meters the child's usage
+uncounted: the child's own settle counted it.
 
 - The child's idempotency key is ``<parent id>:fallback``: a later attempt of the parent (its
   worker died mid-relay) finds the same child and relays it again from its start.
@@ -27,6 +27,7 @@ from typing import Any
 
 from genq import ActiveJob, Event, Job, Queue, RetryJobError, TerminalJobError
 from genq_contract.events import CHUNK, COMPLETED, FAILED, RESTARTED
+from genq_contract.parts import PART_TYPES
 from genq_contract.payload import GenerationPayload
 from genq_contract.routing import Routing, RoutingError, new_job_id
 from providers.errors import RateLimitedError
@@ -170,6 +171,9 @@ class Fallbacks:
             async for event in queue.watch(child_id):
                 if event.type == CHUNK:
                     await emitter.write(event.data)
+                    fresh = False
+                elif event.type in PART_TYPES:
+                    await emitter.write_event(event.type, event.data)
                     fresh = False
                 elif event.type == RESTARTED:
                     # The child moved on to its own fallback (data names the model), or its

@@ -7,8 +7,10 @@ Job payload: a :class:`genq_contract.payload.GenerationPayload` (written by the 
 
 Result: a :class:`genq_contract.result.GenerationResult`, ``{"text", "model", "finish_reason",
 "usage"}``, ``usage`` as :meth:`genq_contract.spend.Usage.as_json` gives it (the model an HTTP
-worker's ack is checked against). Each chunk event's data is a piece of text;
-the chunks of the attempt that completed concatenate to ``text`` exactly. Every attempt meters
+worker's ack is checked against), plus ``reasoning`` and ``tool_calls`` when the model returned
+any. Each chunk event's data is a piece of text; reasoning and tool calls stream as their own
+events (:mod:`workers.delta_writer`). The events of the attempt that completed fold
+(:class:`genq_contract.transcript.Transcript`) to the result exactly. Every attempt meters
 its usage and cost, and holds a budget, through :mod:`workers.metering`. A failure that
 retrying the model will not fix soon continues on a fallback model (:mod:`workers.fallback`).
 
@@ -46,6 +48,7 @@ from workers.coalesce import (
     EmitStats,
     JobEmitter,
 )
+from workers.delta_writer import DeltaWriter
 from workers.fallback import DEFAULT_MAX_WAIT, Fallbacks
 from workers.metering import Metering
 
@@ -162,6 +165,7 @@ class GenerationHandler:
         async with self.metering.attempt(job, request) as meter:
             await meter.hold()
             emitter = self._emitter(job)
+            writer = DeltaWriter(emitter)
             stream = stream_chat(
                 request.model,
                 request.messages,
@@ -178,29 +182,35 @@ class GenerationHandler:
                     turn_ends = clock() + TURN
                     async for delta in stream:
                         meter.observe(delta)
-                        if delta.text:
+                        if delta.reasoning or delta.tool_calls or delta.finish_reason:
+                            await writer.write(delta)
+                        elif delta.text:  # the common case, without a call more per token
                             await emitter.write(delta.text)
                         meter.check_spend()  # past its budget hold + margin: stop, failed
                         finish_reason = delta.finish_reason or finish_reason
                         if clock() > turn_ends:
                             await asyncio.sleep(0)
                             turn_ends = clock() + TURN
+                await writer.finish()
                 await emitter.aclose()
             except Exception as exc:
                 await self._after_failure(emitter, exc)
                 raise
             finally:
                 emitter.abort()
-        text = meter.text
-        if not text and meter.reported is None:
+        text, calls = meter.text, writer.tool_calls
+        if not text and not calls and writer.reasoning is None and meter.reported is None:
             # A 200 that was not an event stream (an HTML error page from a proxy, say):
             # LiteLLM still reports finish_reason "stop". A real empty answer carries usage.
             raise RetryJobError("the provider's answer had no content and no usage report")
+        reasoning_tokens = (meter.reported or {}).get("reasoning_tokens")
         return GenerationResult(
             text=text,
             model=request.model,
             finish_reason=finish_reason,
-            usage=ResultUsage.of(meter.usage) if meter.usage is not None else None,
+            usage=None if meter.usage is None else ResultUsage.of(meter.usage, reasoning_tokens),
+            reasoning=writer.reasoning,
+            tool_calls=calls,
         ).as_json()
 
     async def _after_failure(self, emitter: JobEmitter, exc: Exception) -> None:

@@ -100,6 +100,8 @@ class AttemptMeter:
     held_nanos: int | None = None
     """What the budget holds for this attempt (None: no hold, no ceiling)."""
     _parts: list[str] = field(default_factory=list, repr=False)
+    _beside_text: list[str] = field(default_factory=list, repr=False)
+    """Reasoning and tool-call arguments streamed: completion tokens too, not text."""
     _held: bool = False
     _ceiling: int | None = field(default=None, repr=False)
     _streamed_bytes: int = field(default=0, repr=False)
@@ -112,6 +114,12 @@ class AttemptMeter:
     def text(self) -> str:
         """The text streamed so far."""
         return "".join(self._parts)
+
+    @property
+    def streamed(self) -> str:
+        """Everything the completion streamed so far, as the token count takes it: the text,
+        the reasoning and the tool calls' arguments."""
+        return self.text + "".join(self._beside_text)
 
     async def hold(self) -> None:
         """Holds the attempt's most it can cost when the job's tenant has a budget; a refused
@@ -144,11 +152,19 @@ class AttemptMeter:
             self._parts.append(delta.text)
             if self._ceiling is not None:
                 self._streamed_bytes += len(delta.text.encode())
+        if delta.reasoning or delta.tool_calls:
+            self._observe_beside_text(delta)
         if delta.usage is not None:
             self.reported = delta.usage
             self._check_at = 0
         if delta.finish_reason:
             self._finished = True
+
+    def _observe_beside_text(self, delta: Delta) -> None:
+        added = [delta.reasoning, *(piece.arguments for piece in delta.tool_calls)]
+        self._beside_text.extend(added)
+        if self._ceiling is not None:
+            self._streamed_bytes += sum(len(piece.encode()) for piece in added)
 
     def check_spend(self) -> None:
         """Call after each delta was passed on: raises :class:`BudgetOverrun` once a held
@@ -181,7 +197,7 @@ class AttemptMeter:
         else:
             if self._prompt_tokens is None:
                 self._prompt_tokens = estimate_usage(model, self.request.messages, "").prompt_tokens
-            streamed = estimate_usage(model, [], self.text, count_prompt=False)
+            streamed = estimate_usage(model, [], self.streamed, count_prompt=False)
             usage = Usage(self._prompt_tokens, streamed.completion_tokens)
         return with_cost(usage, self.price).cost_nanos
 
@@ -196,7 +212,7 @@ class AttemptMeter:
         elif not self.sent or (refused and not self.answered):
             usage = Usage()
         else:
-            usage = estimate_usage(model, self.request.messages, self.text)
+            usage = estimate_usage(model, self.request.messages, self.streamed)
         self.usage = with_cost(usage, self.price)
         self.job.meter(model, self.usage.counts(), estimated=self.usage.estimated)
         return self.usage

@@ -9,7 +9,8 @@ already applied appends nothing.
 
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] lease set
 ARGV[1] job id   ARGV[2] lease token   ARGV[3] emit sequence number (per attempt, from 1)
-ARGV[4] event type (chunk | progress | restarted)   ARGV[5] data (JSON)   ARGV[6] lease length (ms)
+ARGV[4] event type (chunk | progress | restarted | a handler's own, ActiveJob.emit(type=))
+ARGV[5] data (JSON)   ARGV[6] lease length (ms)
 ARGV[7] stream max length   ARGV[8] progress value (progress events only)
 Returns {0, entry id or ''} appended, {5} cancel requested, {4} lease lost.
 Events: the one emitted.
