@@ -21,6 +21,9 @@ Replies are taken from the plan in order: first the replies planned for the requ
 
 - ``Reply.stream(tokens, delay)``: SSE ``chat.completion.chunk`` s, a final chunk with
   ``finish_reason``, a usage chunk when ``stream_options.include_usage`` is set, then ``[DONE]``.
+- ``Reply.deltas_of(deltas, delay, finish_reason, reasoning_tokens)``: the same, each chunk's
+  ``delta`` given whole (``reasoning_content``, ``tool_calls`` ...); :func:`tool_call_deltas`
+  and :func:`reasoning_deltas` build them as OpenAI streams them.
 - ``Reply.error(status, message, retry_after=None, headers=None)``: a JSON error body.
 - ``Reply.hang(after=n)``: sends ``n`` tokens, then nothing until the client leaves.
 - ``Reply.drop(after=n)``: sends ``n`` tokens, then cuts the connection with no final chunk.
@@ -55,6 +58,25 @@ class Reply:
     message: str = ""
     headers: tuple[tuple[str, str], ...] = ()
     finish_reason: str = "stop"
+    deltas: tuple[dict[str, Any], ...] = ()
+    reasoning_tokens: int | None = None
+
+    @classmethod
+    def deltas_of(
+        cls,
+        deltas: list[dict[str, Any]],
+        delay: float = 0.0,
+        finish_reason: str = "stop",
+        reasoning_tokens: int | None = None,
+    ) -> Reply:
+        """Streams each of ``deltas`` as one chunk's ``delta``."""
+        return cls(
+            "stream",
+            delay=delay,
+            finish_reason=finish_reason,
+            deltas=tuple(deltas),
+            reasoning_tokens=reasoning_tokens,
+        )
 
     @classmethod
     def stream(
@@ -86,6 +108,28 @@ class Reply:
 
 def _words(n: int) -> list[str]:
     return [f"tok{i} " for i in range(n)]
+
+
+def tool_call_deltas(
+    calls: list[tuple[str, str, str]], piece: int = 3, first_index: int = 0
+) -> list[dict[str, Any]]:
+    """The deltas of tool calls ``(id, name, arguments)`` as OpenAI streams them: one call
+    after the other, by index, the id and name first, then the arguments ``piece`` characters
+    at a time."""
+    deltas: list[dict[str, Any]] = []
+    for n, (call_id, name, arguments) in enumerate(calls):
+        index = first_index + n
+        start = {"index": index, "id": call_id, "type": "function"}
+        deltas.append({"tool_calls": [{**start, "function": {"name": name, "arguments": ""}}]})
+        for at in range(0, len(arguments), piece):
+            part = {"index": index, "function": {"arguments": arguments[at : at + piece]}}
+            deltas.append({"tool_calls": [part]})
+    return deltas
+
+
+def reasoning_deltas(text: str, piece: int = 4) -> list[dict[str, Any]]:
+    """``text`` as reasoning deltas (``delta.reasoning_content``), ``piece`` characters each."""
+    return [{"reasoning_content": text[at : at + piece]} for at in range(0, len(text), piece)]
 
 
 @dataclass
@@ -283,12 +327,13 @@ class FakeOpenAI:
             )
             model = record.model
             await _send_event(send, _chunk(model, {"role": "assistant", "content": ""}))
-            for token in reply.tokens:
+            deltas = reply.deltas or tuple({"content": token} for token in reply.tokens)
+            for delta in deltas:
                 if reply.delay and await _interrupted(gone, reply.delay, self._stopping):
                     return
                 if gone.is_set():
                     return
-                await _send_event(send, _chunk(model, {"content": token}))
+                await _send_event(send, _chunk(model, delta))
                 record.sent_at.append(time.monotonic())
             if reply.kind == "hang":
                 await _interrupted(gone, 3600, self._stopping)
@@ -359,11 +404,13 @@ def _chunk(model: str, delta: dict[str, Any], finish_reason: str | None = None) 
 
 def _usage_chunk(model: str, record: RequestRecord) -> dict[str, Any]:
     prompt = sum(len(str(m.get("content", "")).split()) for m in record.body.get("messages", []))
-    usage = {
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": record.tokens_sent,
         "total_tokens": prompt + record.tokens_sent,
     }
+    if record.reply.reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": record.reply.reasoning_tokens}
     return {**_chunk(model, {}), "choices": [], "usage": usage}
 
 
