@@ -19,7 +19,16 @@ from typing import Any, Literal
 import typer
 
 from genq_client import AsyncClient, Event, JobPage
-from genq_contract.events import CANCELLED, CHUNK, COMPLETED, FAILED, PROGRESS, RESTARTED
+from genq_contract.events import (
+    CANCELLED,
+    CHUNK,
+    COMPLETED,
+    FAILED,
+    PROGRESS,
+    REASONING,
+    RESTARTED,
+    TOOL_DONE,
+)
 
 from .support import client, fail, one_line, run, write
 
@@ -233,9 +242,24 @@ def show(record: dict[str, Any]) -> None:
             typer.echo(f"{name}: {record[name]}")
         elif name == "progress":
             typer.echo(f"progress: {NO_PROGRESS}")
+    if isinstance(record.get("reasoning"), str):
+        typer.echo("")
+        typer.echo("reasoning:")
+        typer.echo(record["reasoning"])
     if record.get("text") is not None:
         typer.echo("")
         typer.echo(record["text"])
+    calls = record.get("tool_calls")
+    if isinstance(calls, list) and calls:
+        typer.echo("")
+        for call in calls:
+            typer.echo(tool_call_line(call))
+
+
+def tool_call_line(call: Any) -> str:
+    """``tool call <name> <id>: <arguments>`` (what a record or a tool_done event holds)."""
+    call = call if isinstance(call, dict) else {}
+    return f"tool call {call.get('name')} {call.get('id')}: {call.get('arguments')}"
 
 
 async def follow(genq: AsyncClient, job_id: str, progress: bool) -> int:
@@ -262,7 +286,8 @@ async def follow(genq: AsyncClient, job_id: str, progress: bool) -> int:
 
 
 class _Text:
-    """Prints the text as it streams; a retried attempt is announced on stderr."""
+    """Prints the text as it streams, and each tool call once whole; the reasoning streams on
+    stderr; a retried attempt is announced on stderr."""
 
     def __init__(self) -> None:
         self.wrote = False
@@ -279,6 +304,13 @@ class _Text:
             piece = chunk_text(event.data)
             self.wrote = self.wrote or bool(piece)
             write(piece)
+        elif event.type == REASONING and isinstance(event.data, str):
+            typer.echo(event.data, err=True, nl=False)
+        elif event.type == TOOL_DONE:
+            if self.wrote:
+                write("\n")
+                self.wrote = False
+            typer.echo(tool_call_line(event.data))
         elif event.type == RESTARTED:
             if self.wrote:
                 write("\n")

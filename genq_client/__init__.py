@@ -10,6 +10,7 @@ Puller(url, worker_key).consume("demo", lambda job: job.payload["messages"][-1][
 
 from ._client import AsyncClient, Client, Event
 from ._common import APIError, Created
+from ._generation import Generation, ToolCall
 from ._operations import BulkOutcome, CancelOutcome, GenerationPage, JobPage, UsageReport
 from ._pulled_job import PulledJob
 from ._puller import AsyncPuller, Puller, RetryJob, TerminalJob
@@ -23,11 +24,13 @@ __all__ = [
     "Client",
     "Created",
     "Event",
+    "Generation",
     "GenerationPage",
     "JobPage",
     "PulledJob",
     "Puller",
     "RetryJob",
     "TerminalJob",
+    "ToolCall",
     "UsageReport",
 ]

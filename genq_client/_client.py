@@ -11,7 +11,8 @@ whose answer was lost with the same key, so a retry never bills twice; ``generat
 the same per item, 100 items per request. ``stream`` reconnects
 after a dropped connection or a gateway restart with ``Last-Event-ID``, so no event is missed
 or repeated; it ends after the terminal event. ``text`` follows a stream and returns the final
-text, clearing what it gathered on a ``restarted`` event.
+text, clearing what it gathered on a ``restarted`` event; ``generation`` returns everything the
+model returned (text, reasoning, tool calls, finish reason, usage) the same way.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 import httpx
 
 from ._common import APIError, Created, OnPortal, created_from, generate_body, raise_for
+from ._generation import Generation
 from ._operations import AsyncOperations, BlockingOperations
 
 TERMINAL_TYPES = frozenset({"completed", "failed", "cancelled"})
@@ -307,6 +309,17 @@ class AsyncClient(AsyncOperations):
                 return str(event.data["text"])
         return "".join(gathered)
 
+    async def generation(self, job_id: str) -> tuple[str | None, Generation]:
+        """Follows the stream to its end: the terminal event's type (None when the stream was
+        already past it) and what the generation returned, folded from its events (text,
+        reasoning, tool calls; finish reason and usage once completed)."""
+        folded, status = Generation(), None
+        async for event in self.stream(job_id):
+            folded.add(event.type, event.data)
+            if event.terminal:
+                status = event.type
+        return status, folded
+
 
 def _gather(gathered: list[str], event: Event) -> list[str]:
     if event.type == "restarted":
@@ -372,3 +385,7 @@ class Client(OnPortal, BlockingOperations):
 
     def text(self, job_id: str) -> str:
         return self._portal.call(self._async.text, job_id)
+
+    def generation(self, job_id: str) -> tuple[str | None, Generation]:
+        """See :meth:`AsyncClient.generation`."""
+        return self._portal.call(self._async.generation, job_id)

@@ -36,7 +36,7 @@ MAX_TOOL_INDEX = 1023
 
 
 class _Part(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 class ToolCallStart(_Part):

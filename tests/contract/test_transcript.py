@@ -114,3 +114,17 @@ def test_result_holds_reasoning_and_tool_calls_only_when_there_are_any() -> None
     assert [c.model_dump() for c in stored.tool_calls] == [call]  # the bad ones left out
     assert stored.reasoning is None
     assert read_result("bare").tool_calls == []
+
+
+def test_transcript_the_clients_copy_folds_the_same() -> None:
+    from genq_client import Generation
+
+    full_usage = {**RESULT, "usage": Transcript.of(events(STREAM)).usage}  # as workers write it
+    bad = [("tool_call", {"index": 0, "id": 5, "name": "f"}), ("tool_args", {"index": 9})]
+    done = ("completed", full_usage)
+    for stream in ([*STREAM[:-1], done], STREAM[:7], [*STREAM[:-1], *bad, done]):
+        mine = Generation()
+        for event in events(stream):
+            mine.add(event.type, event.data)
+        theirs = Transcript.of(events(stream)).as_json()
+        assert mine.as_json() == theirs, stream

@@ -142,6 +142,24 @@ anon = key_client("anon", None)
 # -- the scripted worker ------------------------------------------------------------------------
 
 
+PARTS = [
+    ("reasoning", "Think"),
+    ("reasoning", "ing."),
+    ("tool_call", {"index": 0, "id": "call_1", "name": "get_weather"}),
+    ("tool_args", {"index": 0, "delta": '{"city": '}),
+    ("tool_args", {"index": 0, "delta": '"Paris"}'}),
+    (
+        "tool_done",
+        {"index": 0, "id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}'},
+    ),
+]
+PARTS_RESULT = {
+    "finish_reason": "tool_calls",
+    "reasoning": "Thinking.",
+    "tool_calls": [{"id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}'}],
+}
+
+
 @dataclass
 class Script:
     """A handler steered by the request's ``metadata``:
@@ -150,7 +168,8 @@ class Script:
     ``script.gate(name)`` before chunk ``gate_at`` (0), ``fail``: dead-letter with that message
     (unless the id is in ``healed``), ``retry_once``: attempt 1 emits ``"partial"`` then asks
     for a retry, ``meter``: every attempt meters 2 prompt tokens, a completion token per chunk
-    emitted and ``meter`` nano-USD per token.
+    emitted and ``meter`` nano-USD per token, ``parts``: reasoning first and a tool call
+    after the text (:data:`PARTS`), in the result too.
     """
 
     gates: dict[str, asyncio.Event] = field(default_factory=dict)
@@ -196,12 +215,17 @@ class Script:
                     await asyncio.sleep(int(meta["delay_ms"]) / 1000)
             if meta.get("fail") and job.id not in self.healed:
                 raise TerminalJobError(str(meta["fail"]))
-            return {
+            result = {
                 "text": text,
                 "model": job.payload["model"],
                 "finish_reason": "stop",
                 "usage": {"completion_tokens": int(meta.get("chunks", 3))},
             }
+            if meta.get("parts"):
+                for kind, data in PARTS:
+                    await job.emit(data, type=kind)
+                result.update(PARTS_RESULT)
+            return result
         except asyncio.CancelledError:
             self.cancelled_event(job.id).set()
             raise

@@ -8,7 +8,14 @@ import pytest
 
 from genq_cli.embedded_redis import free_port
 from genq_client import APIError, AsyncClient, Client
-from tests.gateway.conftest import KEY_ALPHA, LiveGateway, Script, make_settings
+from tests.gateway.conftest import (
+    KEY_ALPHA,
+    PARTS,
+    PARTS_RESULT,
+    LiveGateway,
+    Script,
+    make_settings,
+)
 
 
 async def test_client_generate_stream_wait_and_get(live: LiveGateway, script: Script) -> None:
@@ -99,3 +106,27 @@ async def test_client_sync_twin(live: LiveGateway, script: Script) -> None:
     assert text == "t0 t1 t2 "
     assert record["status"] == "completed"
     assert cancelled == {"cancelled": True, "status": "cancelled"}
+
+
+async def test_client_generation_folds_reasoning_and_tool_calls(
+    live: LiveGateway, script: Script
+) -> None:
+    async with AsyncClient(live.url, KEY_ALPHA) as client:
+        created = await client.generate("demo/fast", "hi", metadata={"chunks": 2, "parts": True})
+        events = [event async for event in client.stream(created.id)]
+        # The native SSE route names each event by its type: the parts arrive as they are.
+        assert [(e.type, e.data) for e in events[2:-1]] == PARTS
+        status, folded = await client.generation(created.id)
+    assert status == "completed"
+    assert (folded.text, folded.reasoning, folded.finish_reason) == (
+        "t0 t1 ",
+        PARTS_RESULT["reasoning"],
+        "tool_calls",
+    )
+    assert [vars(c) for c in folded.tool_calls] == PARTS_RESULT["tool_calls"]
+
+    def use_sync_client() -> dict[str, object]:
+        with Client(live.url, KEY_ALPHA) as blocking:
+            return blocking.generation(created.id)[1].as_json()
+
+    assert await asyncio.to_thread(use_sync_client) == folded.as_json()

@@ -185,3 +185,28 @@ async def test_cli_unreachable_gateway_or_missing_key_is_one_line() -> None:
     assert down.err.count("\n") == 1
     keyless = await genq("stats", env=cli_env("http://127.0.0.1:9", None))
     assert keyless.code == 4 and "GENQ_API_KEY is not set" in keyless.err
+
+
+async def test_cli_jobs_get_watch_shows_tool_calls_and_reasoning(
+    live: LiveGateway, script: Script
+) -> None:
+    env = cli_env(live.url, KEY_ALPHA)
+    meta = json.dumps({"chunks": 2, "parts": True})
+    created = await genq("enqueue", "--model", "demo/fast", "x", "--metadata", meta, env=env)
+    watched = await genq("jobs", "get", created.out.strip(), "--watch", env=env)
+    assert watched.code == 0, watched.err
+    call = 'tool call get_weather call_1: {"city": "Paris"}'
+    assert watched.out == f"t0 t1 \n{call}\n"  # the answer on stdout ...
+    assert watched.err.startswith("Thinking.")  # ... the reasoning on stderr
+
+
+def test_cli_show_prints_a_records_reasoning_and_tool_calls(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from genq_cli.jobs import show
+    from tests.gateway.conftest import PARTS_RESULT
+
+    show({"id": "demo.1", "status": "completed", "text": "t0 ", **PARTS_RESULT})
+    shown = capsys.readouterr().out
+    assert "reasoning:\nThinking.\n\nt0 \n\ntool call get_weather call_1: " in shown
+    assert shown.rstrip().endswith('{"city": "Paris"}')
