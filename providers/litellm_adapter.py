@@ -45,10 +45,13 @@ class ToolCallPiece:
     arguments: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Delta:
     """One step of a stream: some text, reasoning text, tool-call pieces, and on the last
-    steps the finish reason and usage (the provider's report only: None when it sent none)."""
+    steps the finish reason and usage (the provider's report only: None when it sent none).
+
+    Read-only by convention, not frozen: a frozen dataclass sets each field through
+    ``object.__setattr__``, and one is made per token."""
 
     text: str = ""
     finish_reason: str | None = None
