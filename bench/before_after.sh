@@ -3,6 +3,7 @@
 # both sides see the same machine load (these machines are shared and noisy).
 #
 #   bash bench/before_after.sh REF [TURNS] [BENCH ...]
+#   AFTER=REF2 bash bench/before_after.sh REF ...   (after = another ref, not the working tree)
 #
 # BENCH: queue workers fanout soak (default: all four, in their quick sizes below). TURNS: how
 # many times each side runs each bench (default 2: before, after, before, after). The ref is
@@ -22,6 +23,13 @@ python=$here/.venv/bin/python
 before=$(mktemp -d)/before
 trap 'git -C "$here" worktree remove --force "$before" >/dev/null 2>&1 || true' EXIT
 git -C "$here" worktree add --detach -q "$before" "$ref"
+after=$here
+if [ -n "${AFTER:-}" ]; then
+    after=$(dirname "$before")/after
+    git -C "$here" worktree add --detach -q "$after" "$AFTER"
+    trap 'git -C "$here" worktree remove --force "$before" >/dev/null 2>&1 || true
+          git -C "$here" worktree remove --force "$after" >/dev/null 2>&1 || true' EXIT
+fi
 
 run() {  # run TREE BENCH
     local tree=$1 bench=$2
@@ -41,9 +49,9 @@ run() {  # run TREE BENCH
 for bench in "${benches[@]}"; do
     for turn in $(seq "$turns"); do
         for side in before after; do
-            tree=$here
+            tree=$after
             [ "$side" = before ] && tree=$before
-            echo "=================== $bench, $side ($( [ "$side" = before ] && echo "$ref" || echo "working tree" )), turn $turn"
+            echo "=================== $bench, $side ($( [ "$side" = before ] && echo "$ref" || echo "${AFTER:-working tree}" )), turn $turn"
             run "$tree" "$bench" || echo "!! $bench ($side) exited $?"
         done
     done

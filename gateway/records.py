@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from genq import Job, JobStatus
+from genq_contract.parts import ToolCall
 from genq_contract.payload import payload_fields
 from genq_contract.result import read_result
 from genq_contract.spend import Usage
@@ -34,12 +35,21 @@ class AttemptOut(BaseModel):
 
 
 class Generation(BaseModel):
-    """A generation's record. ``text`` is set once it completed."""
+    """A generation's record. ``text`` (and ``reasoning`` and ``tool_calls``, when the model
+    returned any) is set once it completed."""
 
     id: str
     status: Literal["waiting", "scheduled", "active", "completed", "failed", "cancelled"]
     model: str | None = None
     text: str | None = None
+    reasoning: str | None = Field(
+        default=None, description="The model's reasoning text, when it completed with any"
+    )
+    tool_calls: list[ToolCall] = Field(
+        default=[],
+        description="The tool calls it completed with (`finish_reason` tool_calls), in order: "
+        "run them and send their results back in a new generation",
+    )
     finish_reason: str | None = None
     usage: dict[str, Any] | None = Field(
         default=None,
@@ -130,6 +140,8 @@ def to_generation(job: Job, now: float | None = None) -> Generation:
         status=job.status.value,
         model=_str_or_none(payload.get("model")),
         text=result.text,
+        reasoning=result.reasoning,
+        tool_calls=result.tool_calls,
         finish_reason=result.finish_reason,
         usage=usage,
         answered_by=result.model,

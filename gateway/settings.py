@@ -55,6 +55,10 @@ class Settings(CommonSettings):
     cors_origins: Annotated[list[str], NoDecode] = []
 
     max_body_bytes: int = Field(default=256 * 1024, ge=1024)
+    max_image_bytes: int = Field(default=128 * 1024, ge=0)
+    """The most bytes of images one request may carry in ``data:`` URLs, counted decoded and
+    summed over its messages (``genq_contract.chat.check_image_bytes``); the body cap above
+    binds too, and base64 takes a third more room than the bytes it holds."""
     header_timeout: float = Field(default=10.0, gt=0)
     """Seconds a connection has to send a whole request head (the first, and each next one on
     a kept-alive connection); then it gets 408 and is closed (``gateway.connection_guard``)."""

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ._calls import settle_call
 from ._errors import JobLeaseLostError
-from ._events import as_text
+from ._events import as_text, check_event_type
 from ._queue_base import QueueBase, ms
 from ._reserve import activate, pick, reclaim
 from ._retrying import with_retry
@@ -36,7 +36,6 @@ MAX_PULL = 500
 COALESCE_MAX_CHARS = 2048
 """Adjacent text chunks of one push are joined up to this many characters, as the worker's
 emit batcher joins a job's deltas (``workers.coalesce``)."""
-EVENT_TYPES = (CHUNK, PROGRESS)
 
 
 @dataclass(frozen=True)
@@ -126,14 +125,21 @@ async def extend(queue: QueueBase, job_id: str, receipt: str, visibility: float)
     return _cancel_pending(job_id, int(reply[0]))
 
 
-def coalesce(events: Sequence[tuple[str, Any]]) -> list[tuple[str, Any, int]]:
+def coalesce(
+    events: Sequence[tuple[str, Any]], types: Collection[str] = ()
+) -> list[tuple[str, Any, int]]:
     """Joins adjacent text chunks (up to ``COALESCE_MAX_CHARS``); other events stay as they are.
     Each merged event carries the position (from 0) of the last event it holds. Raises
-    ValueError on an unknown type or a progress outside 0..1."""
+    ValueError on a type that is neither ``chunk``, ``progress`` nor one of ``types`` (each a
+    type a handler may emit: :class:`genq.EventTypeError` otherwise), or a progress outside
+    0..1."""
+    allowed = {CHUNK, PROGRESS, *(check_event_type(kind) for kind in types)}
     merged: list[tuple[str, Any, int]] = []
     for position, (kind, data) in enumerate(events):
-        if kind not in EVENT_TYPES:
-            raise ValueError(f"event type must be one of {', '.join(EVENT_TYPES)}, not {kind!r}")
+        if kind not in allowed:
+            raise ValueError(
+                f"event type must be one of {', '.join(sorted(allowed))}, not {kind!r}"
+            )
         if kind == PROGRESS and (
             isinstance(data, bool) or not isinstance(data, int | float) or not 0 <= data <= 1
         ):
@@ -159,11 +165,13 @@ async def push_events(
     receipt: str,
     events: Sequence[tuple[str, Any]],
     seq: int | None = None,
+    types: Collection[str] = (),
 ) -> bool:
     """Appends ``(type, data)`` events (``chunk``: any JSON, text for a generation;
-    ``progress``: 0..1) to the job's stream through ``emit.lua``, in order, each renewing the
-    visibility to at least the pull's. True if a cancel is pending (nothing more is appended
-    then).
+    ``progress``: 0..1; the caller's own ``types``, each a type a handler may emit, as with
+    :meth:`genq.ActiveJob.emit`) to the job's stream through ``emit.lua``, in order, each
+    renewing the visibility to at least the pull's. True if a cancel is pending (nothing more
+    is appended then).
 
     ``seq`` makes a resend safe: the number of the first event among all the events this
     attempt has sent (from 1), so a call sent again after a lost reply appends nothing twice
@@ -172,7 +180,7 @@ async def push_events(
     if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 1):
         raise ValueError("seq must be an integer >= 1")
     token, visibility_ms = parse_receipt(job_id, receipt)
-    pending = coalesce(events)
+    pending = coalesce(events, types)
     k = queue.keys
     for _ in range(10):
         if not pending:

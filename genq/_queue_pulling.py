@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from ._pull import Pulled, PulledJob, ack, extend, nack, pull, push_events
@@ -54,9 +54,11 @@ class Pulling(QueueBase):
         receipt: str,
         events: Sequence[tuple[str, Any]],
         seq: int | None = None,
+        types: Collection[str] = (),
     ) -> bool:
-        """Appends ``(type, data)`` events (``chunk`` or ``progress``) to a pulled job's
-        stream, adjacent text chunks joined as a worker's emits are; each renews the
-        visibility. True if a cancel is pending. ``seq`` (the first event's number among this
-        attempt's events, from 1) makes a resend append nothing twice."""
-        return await push_events(self, job_id, receipt, events, seq)
+        """Appends ``(type, data)`` events (``chunk``, ``progress`` or one of ``types``, the
+        caller's own, as :meth:`genq.ActiveJob.emit` takes them) to a pulled job's stream,
+        adjacent text chunks joined as a worker's emits are; each renews the visibility. True if
+        a cancel is pending. ``seq`` (the first event's number among this attempt's events,
+        from 1) makes a resend append nothing twice."""
+        return await push_events(self, job_id, receipt, events, seq, types)

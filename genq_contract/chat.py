@@ -9,14 +9,19 @@ provider unchanged (LiteLLM translates it for each); these checks only refuse, n
 field, what no provider would run, so a bad request fails before it is queued.
 
 Limits: at most :data:`MAX_TOOLS` tools, function names matching :data:`TOOL_NAME`, parameters
-(and a JSON schema) a JSON object. Hosted tools (``web_search``, ``file_search``,
-``code_interpreter``, MCP ...) are refused by name: genq runs no tools, the caller does.
+(and a JSON schema) a JSON object, an ``image_url`` an ``https:`` or ``data:`` URL, and the images
+of one request in ``data:`` URLs at most a cap of bytes (:func:`check_image_bytes`: each process
+that accepts requests sets its own, the gateway ``GENQ_MAX_IMAGE_BYTES``). Hosted tools
+(``web_search``, ``file_search``, ``code_interpreter``, MCP ...) are refused by name: genq runs
+no tools, the caller does.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 MAX_TOOLS = 128
@@ -28,6 +33,8 @@ PARAMS = frozenset(
     {"tools", "tool_choice", "parallel_tool_calls", "response_format", "reasoning_effort"}
 )
 """The params checked here (the routing lets them through to every provider)."""
+IMAGE_URL_SCHEMES = ("https:", "data:")
+"""How an ``image_url`` part may give its image: a link the provider fetches, or the bytes."""
 
 
 class ChatFormatError(ValueError):
@@ -69,10 +76,64 @@ def check_messages(messages: list[dict[str, Any]]) -> None:
                 raise ChatFormatError(f"{where}.tool_calls", "only assistant messages call tools")
             _check_history_calls(message["tool_calls"], f"{where}.tool_calls")
         content = message.get("content")
+        if content is None and not (role == "assistant" and message.get("tool_calls")):
+            raise ChatFormatError(f"{where}.content", "only an assistant calling tools may omit it")
         if isinstance(content, list):
             for j, part in enumerate(content):
-                if not isinstance(part, dict) or not _text(part.get("type")):
-                    raise ChatFormatError(f"{where}.content.{j}", "a part needs a type")
+                _check_part(part, f"{where}.content.{j}")
+
+
+def check_image_bytes(messages: list[dict[str, Any]], limit: int) -> None:
+    """Raises :class:`ChatFormatError`, naming the part that crosses it, when the images given
+    as ``data:`` URLs in ``messages`` add up to more than ``limit`` bytes (decoded: what the
+    provider receives). Linked (``https:``) images are not counted: the provider fetches them."""
+    total = 0
+    for where, url in _image_urls(messages):
+        if not url.startswith("data:"):
+            continue
+        total += _decoded_size(url, where)
+        if total > limit:
+            raise ChatFormatError(where, f"images in data: URLs over {limit} bytes in all")
+
+
+def _image_urls(messages: list[dict[str, Any]]) -> Iterator[tuple[str, str]]:
+    for i, message in enumerate(messages):
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for j, part in enumerate(content):
+            if isinstance(part, dict) and part.get("type") == "image_url":
+                image = part.get("image_url")
+                url = image.get("url") if isinstance(image, dict) else None
+                if isinstance(url, str):
+                    yield f"messages.{i}.content.{j}.image_url.url", url
+
+
+def _decoded_size(url: str, where: str) -> int:
+    header, comma, data = url.partition(",")
+    if not comma:
+        raise ChatFormatError(where, "a data: URL needs a comma before its data")
+    if not header.endswith(";base64"):
+        return len(data.encode())
+    try:
+        return len(base64.b64decode(data, validate=True))
+    except (binascii.Error, ValueError):
+        raise ChatFormatError(where, "the data is not base64") from None
+
+
+def _check_part(part: Any, where: str) -> None:
+    if not isinstance(part, dict) or not _text(part.get("type")):
+        raise ChatFormatError(where, "a part needs a type")
+    kind = part["type"]
+    if kind == "text" and not isinstance(part.get("text"), str):
+        raise ChatFormatError(f"{where}.text", "a text part needs its text")
+    if kind == "image_url":
+        image = part.get("image_url")
+        url = image.get("url") if isinstance(image, dict) else None
+        if not isinstance(url, str) or not url.startswith(IMAGE_URL_SCHEMES):
+            raise ChatFormatError(f"{where}.image_url.url", "must be an https: or data: URL")
+    if kind == "file" and not isinstance(part.get("file"), dict):
+        raise ChatFormatError(f"{where}.file", "must be an object")
 
 
 def _text(value: Any) -> bool:

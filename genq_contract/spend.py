@@ -25,24 +25,39 @@ from .payload import GenerationPayload
 DEFAULT_MAX_TOKENS = 4096
 """The completion tokens a request without ``max_tokens`` reserves against a budget."""
 
-COUNT_NAMES = ("prompt_tokens", "completion_tokens", "cached_tokens", "cost_nanos")
+COUNT_NAMES = (
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "cost_nanos",
+    "reasoning_tokens",
+)
 
 
 @dataclass(frozen=True)
 class Usage:
     """One attempt's (or a sum of attempts') tokens and cost. ``estimated``: counted by genq
     (LiteLLM's token counter over what was sent and streamed) because the provider reported
-    none: a cancel, a dropped stream, a timeout, or a provider that never reports usage."""
+    none: a cancel, a dropped stream, a timeout, or a provider that never reports usage.
+    ``reasoning_tokens``: of the completion tokens, those the model spent reasoning, as the
+    provider reported them (they are in ``completion_tokens`` and cost what those cost: it is a
+    breakdown, not more tokens); 0 when it reported none."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
     cost_nanos: int = 0
     estimated: bool = False
+    reasoning_tokens: int = 0
 
     def counts(self) -> dict[str, int]:
-        """The counts to meter (``ActiveJob.meter(model, usage.counts(), ...)``)."""
-        return {name: int(getattr(self, name)) for name in COUNT_NAMES}
+        """The counts to meter (``ActiveJob.meter(model, usage.counts(), ...)``); a zero
+        ``reasoning_tokens`` is left out, so a model that does not reason meters what it did
+        before reasoning was counted."""
+        counts = {name: int(getattr(self, name)) for name in COUNT_NAMES}
+        if not counts["reasoning_tokens"]:
+            del counts["reasoning_tokens"]
+        return counts
 
     @classmethod
     def from_counts(cls, counts: Mapping[str, Any]) -> Usage:
@@ -57,8 +72,9 @@ class Usage:
         return self.cost_nanos / NANOS_PER_USD
 
     def as_json(self) -> dict[str, Any]:
-        """The one shape gateway, client, CLI and pages show."""
-        return {
+        """The one shape gateway, client, CLI and pages show; ``reasoning_tokens`` only when
+        the provider reported some."""
+        shown: dict[str, Any] = {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cached_tokens": self.cached_tokens,
@@ -66,6 +82,9 @@ class Usage:
             "cost_usd": self.cost_usd,
             "estimated": self.estimated,
         }
+        if self.reasoning_tokens:
+            shown["reasoning_tokens"] = self.reasoning_tokens
+        return shown
 
 
 @dataclass(frozen=True)

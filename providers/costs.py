@@ -112,11 +112,13 @@ def with_cost(usage: Usage, price: Price) -> Usage:
 
 
 def reported_usage(counts: Mapping[str, int]) -> Usage:
-    """The provider's report (the adapter's ``Delta.usage``) as a :class:`Usage`."""
+    """The provider's report (the adapter's ``Delta.usage``) as a :class:`Usage`; its
+    ``reasoning_tokens`` are part of its completion tokens, so they are priced with them."""
     return Usage(
         prompt_tokens=int(counts.get("prompt_tokens", 0)),
         completion_tokens=int(counts.get("completion_tokens", 0)),
         cached_tokens=int(counts.get("cached_tokens", 0)),
+        reasoning_tokens=int(counts.get("reasoning_tokens", 0)),
     )
 
 

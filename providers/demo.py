@@ -29,6 +29,10 @@ The same faults can be asked for in the prompt, for the web page: ``[demo:429]``
 ``[demo:drop]``, ``[demo:drop:10]`` (after 10 tokens), ``[demo:overrun]``. Params win over
 markers.
 
+What it can take besides text (:data:`CAPABILITIES`, published for the gateway): nothing. It
+writes text only, so a request with tools, images (it reads only the text parts) or a JSON schema
+is refused before it is queued; the gateway answers 400 naming the field.
+
 Faults happen only where they were asked for: the worker turns them on with the param
 :data:`FAULTS_ENABLED` (``GENQ_DEMO_FAULTS``, on in dev mode), which no request can set (it is
 not among the params the gateway accepts). Otherwise the fault params are ignored and a marker
@@ -47,6 +51,7 @@ from typing import Any
 import httpx
 
 from genq_contract.spend import max_tokens_of
+from genq_services.capabilities import Capabilities
 from providers._litellm import litellm
 
 PROVIDER = "demo"
@@ -57,6 +62,9 @@ MODEL_DELAYS_MS = {"fast": 20.0, "slow": 200.0, "instant": 0.0}
 DEFAULT_DELAY_MS = 30.0
 DEFAULT_AFTER = {"hang": 3, "drop": 5}
 DEFAULT_RETRY_AFTER = 2.0
+CAPABILITIES = Capabilities(
+    function_calling=False, vision=False, response_schema=False, reasoning=False
+)
 FAULTS_ENABLED = "demo_faults_enabled"
 """The param the worker sets (True) where faults are allowed; see the module docstring."""
 

@@ -1,6 +1,7 @@
-// What both pages share: the event vocabulary of a job's stream and the one rule that turns
-// its events into visible text, the API key kept in this browser, one fetch helper that turns
-// the gateway's {"detail": ...} answers into errors, event-id ordering and time formatting.
+// What both pages share: the event vocabulary of a job's stream, the one rule that turns its
+// events into visible text, the fold of a generation's parts (Transcript), the API key kept in
+// this browser, one fetch helper that turns the gateway's {"detail": ...} answers into errors,
+// event-id ordering and time formatting.
 
 // A job stream's event types (genq_contract.events on the server; a test keeps both equal).
 export const EVENT = Object.freeze({
@@ -42,6 +43,126 @@ export function visibleText(events) {
     shown = (reset ? "" : shown) + append;
   }
   return shown;
+}
+
+// ---- a generation's parts ----------------------------------------------------------------
+
+// The largest tool-call index a part may carry (genq_contract.parts.MAX_TOOL_INDEX).
+const MAX_TOOL_INDEX = 1023;
+
+const isIndex = (v) => Number.isInteger(v) && v >= 0 && v <= MAX_TOOL_INDEX;
+const isText = (v) => typeof v === "string";
+const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+
+// A tool part's data when it validates (genq_contract.parts.parse_part), else null.
+function toolPart(type, data) {
+  if (!isObject(data) || !isIndex(data.index)) return null;
+  if (type === EVENT.TOOL_ARGS) return isText(data.delta) ? data : null;
+  if (!isText(data.id) || !isText(data.name)) return null;
+  return type === EVENT.TOOL_DONE && !isText(data.arguments) ? null : data;
+}
+
+// The fold of a generation's events (genq_contract.transcript.Transcript on the server; a test
+// holds both to the same answer): chunks add to the text, reasoning to the reasoning, tool
+// parts build the calls by index (a tool_done's arguments replace the pieces), `restarted`
+// starts over, `completed` gives the finish reason and the usage. A part that does not
+// validate is skipped, as is an argument piece of a call that never started.
+export class Transcript {
+  constructor() {
+    this.clear();
+  }
+
+  clear() {
+    this.text = "";
+    this.reasoningText = "";
+    this.calls = new Map(); // index -> {id, name, pieces, whole}: in the order calls started
+    this.finishReason = null;
+    this.usage = null;
+  }
+
+  // The reasoning text; null when the model streamed none.
+  get reasoning() {
+    return this.reasoningText === "" ? null : this.reasoningText;
+  }
+
+  // [{index, id, name, arguments, done}] in the order the calls started; `done` once a
+  // tool_done gave the whole call.
+  get toolCalls() {
+    return [...this.calls].map(([index, c]) => ({
+      index,
+      id: c.id,
+      name: c.name,
+      arguments: c.whole ?? c.pieces.join(""),
+      done: c.whole !== null,
+    }));
+  }
+
+  add(type, data) {
+    if (type === EVENT.CHUNK) {
+      if (isText(data)) this.text += data;
+    } else if (type === EVENT.REASONING) {
+      if (isText(data)) this.reasoningText += data;
+    } else if (type === EVENT.TOOL_CALL || type === EVENT.TOOL_ARGS || type === EVENT.TOOL_DONE) {
+      this.addToolPart(type, data);
+    } else if (type === EVENT.RESTARTED) {
+      this.clear();
+    } else if (type === EVENT.COMPLETED) {
+      const result = isObject(data) ? data : {};
+      this.finishReason = isText(result.finish_reason) ? result.finish_reason : null;
+      this.usage = isObject(result.usage) ? result.usage : null;
+    }
+  }
+
+  addToolPart(type, data) {
+    const part = toolPart(type, data);
+    if (part === null) return;
+    const call = this.calls.get(part.index);
+    if (type === EVENT.TOOL_CALL) {
+      if (!call) this.calls.set(part.index, { id: part.id, name: part.name, pieces: [], whole: null });
+    } else if (type === EVENT.TOOL_ARGS) {
+      if (call && call.whole === null) call.pieces.push(part.delta);
+    } else if (!call) {
+      this.calls.set(part.index, { id: part.id, name: part.name, pieces: [], whole: part.arguments });
+    } else {
+      Object.assign(call, { id: part.id, name: part.name, whole: part.arguments });
+    }
+  }
+
+  // {text, reasoning, tool_calls: [{id, name, arguments}], finish_reason, usage}, as the
+  // server's Transcript.as_json.
+  asJSON() {
+    return {
+      text: this.text,
+      reasoning: this.reasoning,
+      tool_calls: this.toolCalls.map(({ id, name, arguments: args }) => ({ id, name, arguments: args })),
+      finish_reason: this.finishReason,
+      usage: this.usage,
+    };
+  }
+
+  // Everything the fold holds (calls in progress too), for a page to keep and restore.
+  save() {
+    return { ...this.asJSON(), tool_calls: this.toolCalls };
+  }
+
+  // A fold from what save() gave, or from a result ({text, reasoning, tool_calls, ...}), whose
+  // calls are whole.
+  static restore(saved) {
+    const transcript = new Transcript();
+    if (!isObject(saved)) return transcript;
+    if (isText(saved.text)) transcript.text = saved.text;
+    if (isText(saved.reasoning)) transcript.reasoningText = saved.reasoning;
+    const calls = Array.isArray(saved.tool_calls) ? saved.tool_calls : [];
+    calls.forEach((c, n) => {
+      if (!isObject(c) || !isText(c.id) || !isText(c.name) || !isText(c.arguments)) return;
+      const index = isIndex(c.index) ? c.index : n;
+      const done = c.done ?? true;
+      transcript.calls.set(index, { id: c.id, name: c.name, pieces: [c.arguments], whole: done ? c.arguments : null });
+    });
+    transcript.finishReason = isText(saved.finish_reason) ? saved.finish_reason : null;
+    transcript.usage = isObject(saved.usage) ? saved.usage : null;
+    return transcript;
+  }
 }
 
 export class ApiError extends Error {

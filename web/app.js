@@ -13,12 +13,16 @@
 //   event it applied: the browser's own retry is never used, so it never matters whether the
 //   server prefers `Last-Event-ID` or `?after=`. An event at or below the last applied id is
 //   ignored, so a server that replays too much cannot duplicate text either.
-// - `restarted` clears the text; `completed` carries the result, which is authoritative.
+// - The reasoning and the tool calls are folded by a Transcript (api.js) and kept in the same
+//   snapshot, so they resume exactly as the text does.
+// - `restarted` clears the text and the parts; `completed` carries the result, which is
+//   authoritative.
 import {
   ApiError,
   EVENT,
   EVENT_TYPES,
   TERMINAL,
+  Transcript,
   compareEventIds,
   el,
   formatAgo,
@@ -30,6 +34,7 @@ import {
   sleep,
   textChange,
 } from "./api.js";
+import { PartsView } from "./generation_parts.js";
 
 const $ = (id) => document.getElementById(id);
 const main = $("main");
@@ -43,6 +48,7 @@ const statusText = $("status");
 const attemptText = $("attempt");
 const jobInfo = $("job-info");
 const keyInput = $("api-key");
+const parts = new PartsView({ reasoning: $("reasoning"), reasoningText: $("reasoning-text"), toolCalls: $("tool-calls") });
 
 const POST_RETRY_DELAYS_MS = [400, 1000, 2000, 4000];
 const PENDING_KEY_TTL_MS = 10 * 60 * 1000;
@@ -53,6 +59,7 @@ let submitting = false;
 let job = null; // {id, token, eventsUrl}
 let lastEventId = null; // id of the last event applied to `text`
 let text = "";
+let transcript = new Transcript(); // the reasoning and tool calls of the events up to lastEventId
 let terminal = null; // "completed" | "failed" | "cancelled" | "missing"
 let restarts = 0;
 let source = null; // the page's only EventSource
@@ -159,6 +166,16 @@ function applyResult(result) {
     console.warn("genq: streamed text differed from the result; showing the result");
     setText(final);
   }
+  // The parts too: a page that settles from the record, or a call a cut stream left unfinished.
+  const fromResult = Transcript.restore(typeof result === "string" ? { text: result } : result);
+  const [given, streamed] = [fromResult.asJSON(), transcript.asJSON()];
+  const differs = given.reasoning !== streamed.reasoning || JSON.stringify(given.tool_calls) !== JSON.stringify(streamed.tool_calls);
+  if (differs || transcript.toolCalls.some((call) => !call.done)) setParts(fromResult);
+}
+
+function setParts(value) {
+  transcript = value;
+  parts.render(transcript);
 }
 
 // ---- persistence -------------------------------------------------------------------------
@@ -191,6 +208,7 @@ function saveSnapshotNow() {
   session.setJSON(snapshotKey(job.id), {
     lastEventId,
     text,
+    parts: transcript.save(),
     terminal,
     restarts,
     status: statusText.textContent,
@@ -247,8 +265,14 @@ function onEvent(ev) {
   const { reset, append } = textChange(ev.type, data);
   if (reset) setText("");
   appendText(append);
+  transcript.add(ev.type, data);
+  parts.update(ev.type, data, transcript);
   switch (ev.type) {
     case EVENT.CHUNK:
+    case EVENT.REASONING:
+    case EVENT.TOOL_CALL:
+    case EVENT.TOOL_ARGS:
+    case EVENT.TOOL_DONE:
     case EVENT.PROGRESS:
       if (main.dataset.state !== "running") setStatus("running", "Running");
       break;
@@ -352,7 +376,7 @@ async function newWatchToken(id) {
 
 function settleFromRecord(record) {
   if (record.status === EVENT.COMPLETED) {
-    applyResult(record.result ?? record.text);
+    applyResult(record.result ?? record); // the record holds the result's text, reasoning and tool calls
     finish(EVENT.COMPLETED, "Completed");
   } else if (record.status === EVENT.FAILED) {
     finish(EVENT.FAILED, `Failed: ${record.error ?? "unknown error"}`);
@@ -512,6 +536,7 @@ function resetForJob(next) {
   delete output.dataset.mismatch;
   attemptText.textContent = "";
   setText("");
+  setParts(new Transcript());
 }
 
 // ---- submit and stop ---------------------------------------------------------------------
@@ -677,6 +702,7 @@ async function resumeFromAddress() {
     lastEventId = snapshot.lastEventId || null;
     restarts = snapshot.restarts || 0;
     setText(snapshot.text);
+    setParts(Transcript.restore(snapshot.parts));
     if (snapshot.terminal) {
       terminal = snapshot.terminal;
       setStatus(snapshot.terminal, snapshot.status || snapshot.terminal);

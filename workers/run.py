@@ -27,7 +27,9 @@ from genq import HELD_CONNECTIONS, Queue, RedisClient, Worker
 from genq.connection import DEFAULTS as CONNECTION_DEFAULTS
 from genq.connection import connect as connect_redis
 from genq_contract.keys import GatewayKeys
+from genq_services.capabilities import publish_capabilities
 from genq_services.prices import publish_prices
+from providers.capabilities import capabilities_of
 from providers.costs import served_models, warm_up
 from workers.alerts import DeadLetterAlerts
 from workers.coalesce import EmitStats
@@ -93,16 +95,18 @@ class WorkerProcess:
         return process
 
     async def start(self) -> None:
-        await self.publish_prices()
+        await self.publish_models()
         for worker in self.workers.values():
             await worker.start()
 
-    async def publish_prices(self) -> None:
+    async def publish_models(self) -> None:
         """Publishes the prices of the models this process serves (the gateway reserves
-        budgets with them) and loads the token counter, before the first job."""
+        budgets with them) and their capabilities (the gateway refuses a request a model
+        cannot run), and loads the token counter, before the first job."""
         routing = self.settings.routing()
         models = served_models(routing, self.queues)
         await publish_prices(self.redis, routing.namespace, self.metering.prices.prices(models))
+        await publish_capabilities(self.redis, routing.namespace, capabilities_of(models))
         await asyncio.to_thread(warm_up, models)
 
     async def stop(self, deadline: float | None = None) -> None:

@@ -85,10 +85,29 @@ def _epoch_seconds(value: Any) -> float:
 
 
 class Message(BaseModel):
+    """One message in the Chat Completions format; what its parts and tool calls must hold is
+    :mod:`genq_contract.chat`'s to say (checked with the params, before anything is queued)."""
+
     model_config = ConfigDict(extra="forbid")
 
-    role: Literal["system", "developer", "user", "assistant"]
-    content: str
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = Field(
+        default=None,
+        description="Text, or a list of parts (`text`, `image_url` with an https: or data: "
+        "URL, `file`, ...); null only for an assistant message with tool_calls",
+    )
+    tool_calls: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="An assistant's calls: `{id, type: function, function: {name, arguments}}`",
+    )
+    tool_call_id: str | None = Field(
+        default=None, description="A tool message's answer to the call with this id"
+    )
+
+    @field_validator("content", "tool_calls")
+    @classmethod
+    def _plain_json(cls, value: Any) -> Any:
+        return _check_json(value)
 
 
 class GenerationRequest(BaseModel):
@@ -156,10 +175,11 @@ class GenerationRequest(BaseModel):
             raise ValueError("give either 'run_at' or 'delay_ms', not both")
         return self
 
-    def conversation(self) -> list[dict[str, str]]:
+    def conversation(self) -> list[dict[str, Any]]:
+        """The messages as the provider gets them (a field left out stays out)."""
         if self.prompt is not None:
             return [{"role": "user", "content": self.prompt}]
-        return [m.model_dump() for m in self.messages or []]
+        return [m.model_dump(exclude_unset=True) for m in self.messages or []]
 
     def fingerprint(self) -> str:
         """Hash of the request's meaning: equal for bodies that differ only in form."""

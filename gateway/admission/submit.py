@@ -1,4 +1,6 @@
-"""Accepting a generation: validation against routing, idempotency, tenant limits, enqueue.
+"""Accepting a generation: validation against routing, the Chat format (``genq_contract.chat``:
+422 naming the field, the image cap) and the models' published capabilities (400), idempotency,
+tenant limits, enqueue.
 
 Idempotency keys are scoped to the tenant (``<tenant>:<key>``) and stored by the queue, so their
 lifetime is the queue's: bound while the job lives and for ``result_ttl`` after it completed,
@@ -18,19 +20,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import Response
 
 import genq
 from genq import Enqueued, EnqueueItem, Job, Queue, ReplicationTimeoutError
+from genq_contract import chat
 from genq_contract.payload import GenerationPayload, payload_fields
 from genq_contract.routing import RoutingError
+from genq_services import capabilities
 
 from ..access.auth import Principal
 from ..access.owned_jobs import tenant_of
-from ..errors import PaymentRequired, RateLimited, Unprocessable
+from ..errors import BadRequest, PaymentRequired, RateLimited, Unprocessable
 from ..records import events_url
 from ..state import Gateway
 from . import budgets
@@ -176,6 +181,10 @@ async def check_route(gateway: Gateway, body: GenerationRequest) -> Route:
             gateway.queues.routing.check_fallbacks(body.model, body.fallbacks, body.params)
     except RoutingError as exc:
         raise Unprocessable(str(exc)) from exc
+    messages = body.conversation()
+    check_chat_messages(messages, settings.max_image_bytes)
+    models = [body.model, *gateway.queues.routing.fallbacks_of(body.model, body.fallbacks)]
+    await check_capabilities(gateway, models, body.params, messages)
     delay_ms = body.delay_ms
     if body.run_at is not None:
         until_ms = await _until(queue, body.run_at)
@@ -183,6 +192,33 @@ async def check_route(gateway: Gateway, body: GenerationRequest) -> Route:
             raise Unprocessable(f"run_at must be at most {settings.max_delay_ms} ms from now")
         delay_ms = math.ceil(until_ms)  # never before the instant asked for
     return Route(provider, queue, delay_ms)
+
+
+def check_chat_messages(messages: list[dict[str, Any]], max_image_bytes: int) -> None:
+    """422 naming the field for messages that do not fit the Chat format or carry more image
+    bytes than ``max_image_bytes`` (:mod:`genq_contract.chat`)."""
+    try:
+        chat.check_messages(messages)
+        chat.check_image_bytes(messages, max_image_bytes)
+    except chat.ChatFormatError as exc:
+        raise Unprocessable(str(exc)) from None
+
+
+async def check_capabilities(
+    gateway: Gateway, models: list[str], params: Mapping[str, Any], messages: list[dict[str, Any]]
+) -> None:
+    """400 naming the field when a request needs what one of ``models`` (the model, then its
+    fallbacks) is known not to take: tools, images, a JSON schema (the capabilities workers
+    publish). A plain text request reads nothing."""
+    needs = capabilities.needed(params, messages)
+    if not needs:
+        return
+    namespace = gateway.settings.queue_namespace
+    known = await capabilities.read_capabilities(gateway.redis, namespace, models)
+    for model in models:
+        refused = capabilities.refusal(model, known[model], needs) if model in known else None
+        if refused is not None:
+            raise BadRequest(refused)
 
 
 def draft_job(

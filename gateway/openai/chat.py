@@ -2,8 +2,10 @@
 
 ``stream: false`` waits for the result; ``stream: true`` streams ``chat.completion.chunk``s
 (``data:`` lines with the stream entry id as ``id:``, so ``Last-Event-ID`` resumes) and ends
-with ``data: [DONE]``. A worker restart shows as a chunk with an empty delta and
-``"genq": {"event": "restarted"}``: drop the text received so far. With an Idempotency-Key a
+with ``data: [DONE]``: text as ``delta.content``, reasoning as ``delta.reasoning_content``, tool
+calls as ``delta.tool_calls`` by index (:mod:`gateway.openai.chat_deltas`). A worker restart
+shows as a chunk with an empty delta and ``"genq": {"event": "restarted"}``: drop the text,
+reasoning and tool calls received so far. With an Idempotency-Key a
 second identical POST re-attaches to the same generation (a stream replays from its start or
 from ``Last-Event-ID``); without one, a client that disconnects cancels the generation.
 
@@ -30,6 +32,7 @@ from ..state import Gateway
 from ..streaming.cursors import parse_cursor
 from ..streaming.sse import stream_hold
 from .accept import IdempotencyKey, accept
+from .chat_deltas import ChatDeltas
 from .connection_bound import CUT, StreamCut, end_or_leave, tied
 from .errors import OpenAIError, OpenAIRoute, error_body
 from .objects import chat_chunk, chat_completion, chat_usage, error_code, result_of
@@ -105,6 +108,9 @@ async def chunk_stream(
     usage: dict[str, Any] = {"usage": None} if include_usage else {}
     if cursor is None:
         yield frame(chat_chunk(job, {"role": "assistant", "content": "", "refusal": None}, **usage))
+    deltas = ChatDeltas()
+    if cursor is not None:
+        deltas.prime(await owned.queue.events_range(job.id, upto=cursor))
     tail = gateway.tails[owned.provider]
     ended = False
     async with contextlib.aclosing(tail.follow(job.id, cursor, until=until)) as batches:
@@ -114,8 +120,8 @@ async def chunk_stream(
                 continue
             out: list[bytes] = []
             for entry in batch:
-                if entry.type == "chunk":
-                    delta = {"content": json.loads(entry.data)}
+                delta = deltas.delta(entry)
+                if delta is not None:
                     out.append(frame(chat_chunk(job, delta, **usage), entry.id))
                 elif entry.type == "restarted":
                     restart = chat_chunk(job, {"content": ""}, genq=RESTARTED, **usage)
@@ -141,7 +147,7 @@ async def create_chat_completion(
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=60)] = None,
 ) -> Response:
     """A chat completion; see the module's docstring for re-attaching and cancelling."""
-    generation = body.generation()
+    generation = body.generation(gateway.settings.max_image_bytes)
     bound = idempotency_key is not None
     if body.stream:
         cursor = parse_cursor(last_event_id, "Last-Event-ID") if bound else None

@@ -1,8 +1,9 @@
 """OpenAI's objects built from a genq job: a Response, a chat completion, usage, ids.
 
-Ids: a response is ``resp_<generation id>``, its one output message ``msg_<hex of the id>``, a
-chat completion ``chatcmpl-<generation id>``; the generation id is the native one
-(``GET /v1/generations/{id}`` shows the same job).
+Ids: a response is ``resp_<generation id>``, its one output message ``msg_<hex of the id>``,
+its reasoning item ``rs_<hex>``, its function calls ``fc_<hex>_<n>``, a chat completion
+``chatcmpl-<generation id>``; the generation id is the native one (``GET /v1/generations/{id}``
+shows the same job).
 
 Usage is the provider's report when the worker got one. Without it (a cancelled or failed
 generation, or a provider that reports none) it is estimated: a token per four characters of
@@ -15,12 +16,14 @@ import json
 import math
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from genq import Event, Job, JobStatus, StreamEntry, visible_text
+from genq_contract.parts import ToolCall
 from genq_contract.result import read_result
 
-from .schemas import BACKGROUND_KEY
+from .schemas import BACKGROUND_KEY, INSTRUCTIONS_KEY, PREVIOUS_KEY
 
 RESPONSE_PREFIX = "resp_"
 CHAT_PREFIX = "chatcmpl-"
@@ -33,6 +36,8 @@ RESPONSE_STATUS = {
     JobStatus.CANCELLED: "cancelled",
 }
 INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
+GENQ_METADATA = frozenset({BACKGROUND_KEY, INSTRUCTIONS_KEY, PREVIOUS_KEY})
+"""Metadata genq keeps with a response for itself: not shown in its ``metadata``."""
 _RATE_LIMITED = re.compile(r"rate.?limit|\b429\b", re.IGNORECASE)
 
 
@@ -94,22 +99,28 @@ def token_counts(job: Job, text: str) -> tuple[int, int]:
 
 def response_usage(job: Job, text: str) -> dict[str, Any]:
     prompt, completion = token_counts(job, text)
+    reasoning_tokens = (result_of(job)["usage"] or {}).get("reasoning_tokens")
     return {
         "input_tokens": prompt,
         "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
         "output_tokens": completion,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": reasoning_tokens or 0},
         "total_tokens": prompt + completion,
     }
 
 
-def chat_usage(job: Job, text: str) -> dict[str, int]:
+def chat_usage(job: Job, text: str) -> dict[str, Any]:
+    """Chat's usage; ``completion_tokens_details.reasoning_tokens`` when the provider said."""
     prompt, completion = token_counts(job, text)
-    return {
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+    reasoning_tokens = (result_of(job)["usage"] or {}).get("reasoning_tokens")
+    if reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+    return usage
 
 
 def response_status(job: Job) -> str:
@@ -145,31 +156,104 @@ def error_code(message: str) -> str:
     return "rate_limit_exceeded" if _RATE_LIMITED.search(message) else "server_error"
 
 
+@dataclass(frozen=True)
+class ResponseOutput:
+    """What a response returned so far: its text, its reasoning, its function calls."""
+
+    text: str = ""
+    reasoning: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+
+
+def reasoning_item_id(job_id: str) -> str:
+    return "rs_" + job_id.rpartition(".")[2]
+
+
+def call_item_id(job_id: str, index: int) -> str:
+    """The ``function_call`` item of the response's call number ``index`` (in call order)."""
+    return f"fc_{job_id.rpartition('.')[2]}_{index}"
+
+
+def reasoning_item(job: Job, text: str | None, status: str) -> dict[str, Any]:
+    """A ``reasoning`` item: the provider's reasoning as its one ``summary_text``."""
+    summary = [] if text is None else [{"type": "summary_text", "text": text}]
+    return {
+        "id": reasoning_item_id(job.id),
+        "type": "reasoning",
+        "summary": summary,
+        "status": status,
+    }
+
+
+def call_item(job: Job, index: int, call: ToolCall, status: str) -> dict[str, Any]:
+    return {
+        "id": call_item_id(job.id, index),
+        "type": "function_call",
+        "call_id": call.id,
+        "name": call.name,
+        "arguments": call.arguments,
+        "status": status,
+    }
+
+
+def output_items(job: Job, output: ResponseOutput, status: str) -> list[dict[str, Any]]:
+    """The output as OpenAI lists it: the reasoning, the message (left out when the model only
+    called functions, or has said nothing yet), the function calls."""
+    shown = item_status(status)
+    items = [] if output.reasoning is None else [reasoning_item(job, output.reasoning, shown)]
+    if output.text or (status in ("completed", "incomplete") and not output.tool_calls):
+        items.append(message_item(job, output.text, shown))
+    items += [call_item(job, n, call, shown) for n, call in enumerate(output.tool_calls)]
+    return items
+
+
+def _responses_tools(params: dict[str, Any]) -> list[dict[str, Any]]:
+    tools = params.get("tools")
+    functions = (
+        [t.get("function") for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+    )
+    return [{"type": "function", **f} for f in functions if isinstance(f, dict)]
+
+
+def _responses_tool_choice(choice: Any) -> Any:
+    if isinstance(choice, dict) and isinstance(choice.get("function"), dict):
+        return {"type": "function", "name": choice["function"].get("name")}
+    return choice if isinstance(choice, str) else "auto"
+
+
+def _text_format(params: dict[str, Any]) -> dict[str, Any]:
+    shape = _object(params.get("response_format"))
+    if shape.get("type") == "json_schema":
+        return {"type": "json_schema", **_object(shape.get("json_schema"))}
+    return {"type": "json_object"} if shape.get("type") == "json_object" else {"type": "text"}
+
+
 def response_object(
-    job: Job, text: str, *, status: str | None = None, with_output: bool = True
+    job: Job, output: ResponseOutput, *, status: str | None = None, with_output: bool = True
 ) -> dict[str, Any]:
     """The Response OpenAI would show for this job; ``status`` overrides the job's (the
     lifecycle events of a stream show the states the job went through)."""
     payload = payload_of(job)
     params = _object(payload.get("params"))
     messages = _messages(job)
-    metadata = {k: v for k, v in _object(payload.get("metadata")).items() if k != BACKGROUND_KEY}
+    given = _object(payload.get("metadata"))
+    metadata = {k: v for k, v in given.items() if k not in GENQ_METADATA}
     status = status or response_status(job)
     finish_reason = result_of(job).get("finish_reason")
     finished = status in ("completed", "incomplete", "failed", "cancelled")
-    has_output = with_output and (bool(text) or status in ("completed", "incomplete"))
     instructions = (
         messages[0].get("content") if messages and messages[0].get("role") == "system" else None
     )
+    effort = params.get("reasoning_effort")
     return {
         "id": response_id(job.id),
         "object": "response",
         "created_at": int(job.created_at),
         "status": status,
-        "background": bool(_object(payload.get("metadata")).get(BACKGROUND_KEY)),
+        "background": bool(given.get(BACKGROUND_KEY)),
         "model": payload.get("model"),
-        "output": [message_item(job, text, item_status(status))] if has_output else [],
-        "usage": response_usage(job, text) if finished else None,
+        "output": output_items(job, output, status) if with_output else [],
+        "usage": response_usage(job, output.text) if finished else None,
         "error": (
             {"code": error_code(job.error or ""), "message": job.error or "the generation failed"}
             if status == "failed"
@@ -186,15 +270,41 @@ def response_object(
         "temperature": params.get("temperature"),
         "top_p": params.get("top_p"),
         "metadata": metadata,
-        "parallel_tool_calls": False,
-        "tool_choice": "auto",
-        "tools": [],
-        "text": {"format": {"type": "text"}},
+        "previous_response_id": given.get(PREVIOUS_KEY),
+        "parallel_tool_calls": params.get("parallel_tool_calls", True),
+        "tool_choice": _responses_tool_choice(params.get("tool_choice")),
+        "tools": _responses_tools(params),
+        "text": {"format": _text_format(params)},
+        "reasoning": {"effort": effort, "summary": None} if effort is not None else None,
     }
 
 
 def chat_id(job_id: str) -> str:
     return CHAT_PREFIX + job_id
+
+
+def chat_message(result: dict[str, Any]) -> dict[str, Any]:
+    """The completion's message: ``content`` null when the model only called tools,
+    ``tool_calls`` and ``reasoning_content`` when it returned any."""
+    text = str(result.get("text") or "")
+    calls = result.get("tool_calls") or []
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": None if calls and not text else text,
+        "refusal": None,
+    }
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["name"], "arguments": call["arguments"]},
+            }
+            for call in calls
+        ]
+    if result.get("reasoning") is not None:
+        message["reasoning_content"] = result["reasoning"]
+    return message
 
 
 def chat_completion(job: Job) -> dict[str, Any]:
@@ -208,7 +318,7 @@ def chat_completion(job: Job) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": None},
+                "message": chat_message(result),
                 "finish_reason": result.get("finish_reason") or "stop",
                 "logprobs": None,
             }

@@ -2,17 +2,21 @@
 
 Numbers 0-4 are the lifecycle preamble: ``response.created`` and ``response.queued`` (sent at
 once), then ``response.in_progress``, ``response.output_item.added`` and
-``response.content_part.added`` (sent with the first entry of the job's stream). Each stream
-entry then gets ``FIRST_ENTRY + its ordinal`` (see :mod:`.numbering`):
+``response.content_part.added`` of the message (sent with the first entry of the job's
+stream). Each stream entry's events (:class:`.response_items.StreamItems`) then take the
+numbers from :class:`EventNumbers` (see :mod:`.numbering` for the ordinals):
 
 - ``chunk`` -> ``response.output_text.delta``;
-- ``restarted`` -> ``response.genq.restarted``: the attempt before died, its text is void; the
-  new attempt's deltas follow, and the closing events carry the one clean text;
+- ``reasoning``, ``tool_call``, ``tool_args``, ``tool_done`` -> the ``reasoning`` and
+  ``function_call`` items' events (:mod:`.response_items`);
+- ``restarted`` -> ``response.genq.restarted``: the attempt before died, what it wrote is void;
+  the new attempt's events follow, and the closing events carry the one clean output;
 - ``progress`` -> nothing (its number is skipped);
-- the terminal entry -> ``response.output_text.done``, ``response.content_part.done``,
-  ``response.output_item.done`` and ``response.completed`` (or ``response.incomplete``,
-  ``response.failed``, ``response.cancelled``), numbered from the entry's own number up:
-  nothing follows a terminal entry, so these numbers are free.
+- the terminal entry -> the message's ``response.output_text.done``,
+  ``response.content_part.done`` and ``response.output_item.done``, the other open items'
+  closing events, and ``response.completed`` (or ``response.incomplete``, ``response.failed``,
+  ``response.cancelled``), numbered from the entry's own number up: nothing follows a terminal
+  entry, so these numbers are free.
 
 ``starting_after=N`` yields exactly the events numbered above N. A stream the gateway ends
 before the response did (``GENQ_SSE_MAX_DURATION``) ends with an ``error`` event
@@ -26,34 +30,39 @@ import json
 from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
-from genq import Job, Queue, StreamEntry
+from genq import Event as GenqEvent
+from genq import Job, Queue
+from genq_contract.result import read_result
+from genq_contract.transcript import Transcript
 
 from ..access.owned_jobs import OwnedJob
 from ..state import Gateway
 from .connection_bound import CUT, StreamCut
 from .numbering import numbered, retained
 from .objects import (
+    ResponseOutput,
     item_id,
+    item_status,
     message_item,
     output_text_part,
     response_id,
     response_object,
-    result_of,
     text_of,
 )
+from .response_items import EVENTS_PER_ENTRY, Event, StreamItems
 
 PREAMBLE_SENT_AT_ONCE = 2
 FIRST_ENTRY = 5
-RESTARTED = "response.genq.restarted"
-KEEPALIVE = b": ping\n\n"
+KEEPALIVE = b": ping\n"
+"""A comment line and no blank line: once an event carried an ``id:``, the OpenAI Python SDK's
+decoder turns a blank line into an event with no data (which it fails to parse as JSON), while
+the comment alone is skipped by every reader and still keeps the connection busy."""
 FINAL_EVENT = {
     "completed": "response.completed",
     "incomplete": "response.incomplete",
     "failed": "response.failed",
     "cancelled": "response.cancelled",
 }
-
-Event = tuple[str, dict[str, Any]]
 
 
 def sse(number: int, kind: str, body: dict[str, Any]) -> bytes:
@@ -63,10 +72,11 @@ def sse(number: int, kind: str, body: dict[str, Any]) -> bytes:
 
 def preamble(job: Job) -> list[Event]:
     item = {"item_id": item_id(job.id), "output_index": 0, "content_index": 0}
+    nothing = ResponseOutput()
     return [
-        ("response.created", {"response": response_object(job, "", status="queued")}),
-        ("response.queued", {"response": response_object(job, "", status="queued")}),
-        ("response.in_progress", {"response": response_object(job, "", status="in_progress")}),
+        ("response.created", {"response": response_object(job, nothing, status="queued")}),
+        ("response.queued", {"response": response_object(job, nothing, status="queued")}),
+        ("response.in_progress", {"response": response_object(job, nothing, status="in_progress")}),
         (
             "response.output_item.added",
             {"output_index": 0, "item": message_item(job, "", "in_progress", content=False)},
@@ -75,43 +85,44 @@ def preamble(job: Job) -> list[Event]:
     ]
 
 
-def entry_events(job: Job, entry: StreamEntry) -> list[Event]:
-    """The events of a non-terminal entry."""
-    where = {"item_id": item_id(job.id), "output_index": 0, "content_index": 0}
-    if entry.type == "chunk":
-        return [
-            (
-                "response.output_text.delta",
-                {**where, "delta": json.loads(entry.data), "logprobs": []},
-            )
-        ]
-    if entry.type == "restarted":
-        return [(RESTARTED, where)]
-    return []
-
-
-def closing_events(job: Job, text: str) -> list[Event]:
-    """What ends a response: the text, part and item closed, then the final lifecycle event."""
-    final = response_object(job, text)
+def closing_events(job: Job, output: ResponseOutput, items: StreamItems) -> list[Event]:
+    """What ends a response: the text, part and message closed, the other items closed, then
+    the final lifecycle event."""
+    final = response_object(job, output)
     status = final["status"]
+    text = output.text
     where = {"item_id": item_id(job.id), "output_index": 0}
+    message = message_item(job, text, item_status(status))
     return [
         ("response.output_text.done", {**where, "content_index": 0, "text": text, "logprobs": []}),
         (
             "response.content_part.done",
             {**where, "content_index": 0, "part": output_text_part(text)},
         ),
-        (
-            "response.output_item.done",
-            {
-                "output_index": 0,
-                "item": final["output"][0]
-                if final["output"]
-                else message_item(job, text, "incomplete"),
-            },
-        ),
+        ("response.output_item.done", {"output_index": 0, "item": message}),
+        *items.closing(),
         (FINAL_EVENT.get(status, "response.completed"), {"response": final}),
     ]
+
+
+class EventNumbers:
+    """The number of an entry's first event: ``FIRST_ENTRY + ordinal + extra``, where ``extra``
+    counts the events beyond one that the entries before it (in its attempt) gave. A text-only
+    stream is thus numbered without a gap. A ``restarted`` entry of ordinal R starts ``extra``
+    at ``(EVENTS_PER_ENTRY - 1) * R``: more than the attempts before it can have used, so
+    numbers keep growing, and it depends on the entry alone, so a reader resuming from the
+    retained entries (which start at that ``restarted``) numbers them as a live one did."""
+
+    def __init__(self) -> None:
+        self._extra = 0
+
+    def first(self, ordinal: int, entry_type: str) -> int:
+        if entry_type == "restarted":
+            self._extra = (EVENTS_PER_ENTRY - 1) * ordinal
+        return FIRST_ENTRY + ordinal + self._extra
+
+    def gave(self, count: int) -> None:
+        self._extra += max(0, count - 1)
 
 
 def numbered_events(events: list[Event], first: int, after: int) -> Iterator[bytes]:
@@ -144,6 +155,8 @@ async def response_stream(
     opening = preamble(job)
     for chunk in numbered_events(opening[:PREAMBLE_SENT_AT_ONCE], 0, after):
         yield chunk
+    items = StreamItems(job)
+    numbers = EventNumbers()
     opened = False
     ended = False
     following = PREAMBLE_SENT_AT_ONCE  # the number after the last one given out
@@ -159,13 +172,14 @@ async def response_stream(
                 rest = opening[PREAMBLE_SENT_AT_ONCE:]
                 out.extend(numbered_events(rest, PREAMBLE_SENT_AT_ONCE, after))
                 following = FIRST_ENTRY
-            for item in batch:
-                number = FIRST_ENTRY + item.ordinal
-                if item.entry.terminal:
-                    out.extend(numbered_events(await _closing(owned), number, after))
+            for entry in batch:
+                number = numbers.first(entry.ordinal, entry.entry.type)
+                if entry.entry.terminal:
+                    out.extend(numbered_events(await _closing(owned, items), number, after))
                     ended = True
                 else:
-                    events = entry_events(job, item.entry)
+                    events = items.events(entry.entry)
+                    numbers.gave(len(events))
                     out.extend(numbered_events(events, number, after))
                     following = number + max(1, len(events))
             if out:
@@ -175,15 +189,23 @@ async def response_stream(
         raise StreamCut
 
 
-async def _closing(owned: OwnedJob) -> list[Event]:
+async def _closing(owned: OwnedJob, items: StreamItems) -> list[Event]:
     job = await owned.queue.get(owned.job.id) or owned.job
-    return closing_events(job, await current_text(owned.queue, job))
+    return closing_events(job, await current_output(owned.queue, job), items)
 
 
-async def current_text(queue: Queue, job: Job) -> str:
-    """The response's text: the result's once completed, else what the current attempt wrote."""
-    text = result_of(job).get("text")
-    if isinstance(text, str):
-        return text
-    items = await retained(queue, job.id)
-    return text_of(item.entry for item in items)
+async def current_output(queue: Queue, job: Job) -> ResponseOutput:
+    """What the response returned: the result's once completed, else what the current attempt
+    wrote (:class:`genq_contract.transcript.Transcript`'s fold of its events)."""
+    result = read_result(job.result)
+    if result.text is not None:
+        return ResponseOutput(result.text, result.reasoning, tuple(result.tool_calls))
+    retained_entries = await retained(queue, job.id)
+    transcript = Transcript.of(
+        GenqEvent(n.entry.id, n.entry.type, json.loads(n.entry.data)) for n in retained_entries
+    )
+    return ResponseOutput(
+        text_of(n.entry for n in retained_entries),
+        transcript.reasoning,
+        tuple(transcript.tool_calls),
+    )

@@ -24,8 +24,9 @@ from ..streaming.terminal import wait_for_end
 from .accept import IdempotencyKey, accept
 from .connection_bound import end_or_leave, tied
 from .errors import OpenAIError, OpenAIRoute
-from .objects import job_id_of, response_object
-from .response_events import current_text, response_stream
+from .objects import ResponseOutput, job_id_of, response_object
+from .response_chain import previous_history
+from .response_events import current_output, response_stream
 from .schemas import ResponseCreate
 
 router = APIRouter(prefix="/v1/responses", tags=["openai"], route_class=OpenAIRoute)
@@ -35,7 +36,7 @@ CANCEL_SETTLE = 5.0
 
 
 async def as_response(owned: OwnedJob) -> dict[str, Any]:
-    return response_object(owned.job, await current_text(owned.queue, owned.job))
+    return response_object(owned.job, await current_output(owned.queue, owned.job))
 
 
 def event_stream(
@@ -56,7 +57,10 @@ async def create_response(
     """``background: true`` answers at once (``queued``); ``stream: true`` streams the events;
     otherwise the answer waits for the end. Without ``background`` or an Idempotency-Key the
     generation is tied to this request: disconnecting cancels it."""
-    generation = body.generation()
+    history = None
+    if body.previous_response_id is not None:
+        history = await previous_history(gateway, principal.tenant, body.previous_response_id)
+    generation = body.generation(gateway.settings.max_image_bytes, history)
     bound = body.background or idempotency_key is not None
     if body.stream:
         with stream_hold(gateway, principal.tenant) as hold:  # 429 here: nothing enqueued
@@ -67,7 +71,7 @@ async def create_response(
         owned = accepted.owned
         if accepted.created:  # as OpenAI answers: the state at acceptance, even if a worker
             # already picked it up (a replay shows the state it is in now)
-            return JSONResponse(response_object(owned.job, "", status="queued"))
+            return JSONResponse(response_object(owned.job, ResponseOutput(), status="queued"))
         return JSONResponse(await as_response(owned))
     with gateway.open_waits.hold(principal.tenant):  # 429 here: nothing enqueued
         owned = (await accept(gateway, principal, generation, idempotency_key)).owned

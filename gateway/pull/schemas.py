@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from genq_contract.parts import ToolArgs, ToolCallStart, ToolDone
 from genq_contract.result import GenerationResult
 
 MAX_PULL_JOBS = 100
@@ -85,10 +86,42 @@ class ProgressEvent(_Body):
     data: float = Field(strict=True, ge=0, le=1, allow_inf_nan=False, description="0 to 1")
 
 
-EventIn = Annotated[ChunkEvent | ProgressEvent, Field(discriminator="type")]
+class ReasoningEvent(_Body):
+    type: Literal["reasoning"]
+    data: str = Field(strict=True, description="A piece of the model's reasoning text")
+
+
+class ToolCallEvent(_Body):
+    type: Literal["tool_call"]
+    data: ToolCallStart = Field(description="A tool call starts: `{index, id, name}`")
+
+
+class ToolArgsEvent(_Body):
+    type: Literal["tool_args"]
+    data: ToolArgs = Field(description="A piece of that call's JSON arguments: `{index, delta}`")
+
+
+class ToolDoneEvent(_Body):
+    type: Literal["tool_done"]
+    data: ToolDone = Field(
+        description="The whole call, once its arguments are complete: "
+        "`{index, id, name, arguments}`"
+    )
+
+
+EventIn = Annotated[
+    ChunkEvent | ProgressEvent | ReasoningEvent | ToolCallEvent | ToolArgsEvent | ToolDoneEvent,
+    Field(discriminator="type"),
+]
 """An event of the job's stream, typed as the built-in worker emits them
-(``workers.coalesce``) and as every reader takes them (``genq.visible_text``, SSE, the OpenAI
-routes)."""
+(``workers.coalesce``; the generation's parts as :mod:`genq_contract.parts` defines them) and as
+every reader takes them (``genq.visible_text``, the transcript, SSE, the OpenAI routes)."""
+
+
+def event_data(event: EventIn) -> Any:
+    """What the stream stores for ``event``: its data as JSON (a part as its model dumps it)."""
+    data = event.data
+    return data.model_dump() if isinstance(data, BaseModel) else data
 
 
 class EventsRequest(_Body):
@@ -120,8 +153,9 @@ class AckRequest(_Body):
     receipt: ReceiptField
     result: GenerationResult | None = Field(
         default=None,
-        description="The generation's result, `{text, model?, finish_reason?, usage?}` as a "
-        "built-in worker's (a job cancelled while held may be acked without one)",
+        description="The generation's result, `{text, model?, finish_reason?, usage?, "
+        "reasoning?, tool_calls?}` as a built-in worker's (a job cancelled while held may be "
+        "acked without one)",
     )
 
 

@@ -1,9 +1,10 @@
 """Workers anywhere: pull jobs over HTTP, stream their output, ack or nack them.
 
 Any process that speaks HTTP works a queue with a worker key (``genq keys create --worker
---queues demo``) or an admin key: it pulls jobs with a visibility, posts their chunks and
-progress (watchers see them on the generation's SSE stream, as a built-in worker's), extends
-the visibility while it works, and acks or nacks with the job's receipt. The same Lua scripts
+--queues demo``) or an admin key: it pulls jobs with a visibility, posts their chunks, progress
+and the generation's other parts (reasoning, tool calls: ``genq_contract.parts``; watchers see
+them on the generation's SSE stream, as a built-in worker's), extends the visibility while it
+works, and acks or nacks with the job's receipt. The same Lua scripts
 and fencing as the built-in worker (``genq._pull``): a stale receipt is 409 and changes nothing;
 an expired visibility redelivers the job, its next attempt starting with ``restarted``. Only
 the key that pulled a job may use its receipt (403 for any other, an admin's included). Chunks
@@ -20,6 +21,7 @@ from typing import Annotated, TypeVar
 from fastapi import APIRouter, Depends, Path
 
 from genq import JobLeaseLostError, PulledJob, Queue
+from genq_contract.parts import PART_TYPES
 from genq_contract.payload import payload_fields
 from genq_contract.redact import redact
 from genq_services.access import Access
@@ -37,6 +39,7 @@ from ..pull.schemas import (
     PullRequest,
     PullResponse,
     SettleResponse,
+    event_data,
 )
 from ..state import Gateway
 
@@ -156,13 +159,15 @@ async def check_receipt_access(gateway: Gateway, key_id: str, tenant: str) -> No
 
 @router.post("/v1/queues/{name}/jobs/{job_id}/events", response_model=HoldResponse)
 async def post_events(body: EventsRequest, job: HeldJobDep) -> HoldResponse:
-    """Appends chunks and progress to the job's stream, in order (adjacent text chunks are
+    """Appends chunks, progress and parts to the job's stream, in order (adjacent text chunks are
     joined, as a built-in worker's are), and renews its visibility. Once a cancel is pending
     nothing more is appended and ``cancel_requested`` is true: stop, then ack or nack."""
-    events = [(event.type, event.data) for event in body.events]
+    events = [(event.type, event_data(event)) for event in body.events]
     cancel = await job.run(
         body.receipt,
-        lambda queue, receipt: queue.push_events(job.id, receipt, events, body.seq),
+        lambda queue, receipt: queue.push_events(
+            job.id, receipt, events, body.seq, types=PART_TYPES
+        ),
     )
     return HoldResponse(cancel_requested=cancel)
 

@@ -59,6 +59,7 @@ def _counts(sums: dict[str, int]) -> UsageCounts:
         prompt_tokens=sums.get("prompt_tokens", 0),
         completion_tokens=sums.get("completion_tokens", 0),
         cached_tokens=sums.get("cached_tokens", 0),
+        reasoning_tokens=sums.get("reasoning_tokens", 0),
         cost_usd=sums.get("cost_nanos", 0) / NANOS_PER_USD,
         attempts=sums.get("attempts", 0),
         estimated_attempts=sums.get("estimated_attempts", 0),

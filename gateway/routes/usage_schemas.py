@@ -21,6 +21,10 @@ class UsageCounts(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    reasoning_tokens: int = Field(
+        default=0,
+        description="Of the completion tokens, those spent reasoning, as providers reported them",
+    )
     cost_usd: float = 0.0
     attempts: int = Field(default=0, description="Attempts that reported usage")
     estimated_attempts: int = Field(

@@ -28,6 +28,8 @@ async def metered(job: ActiveJob) -> dict[str, Any]:
         "cached_tokens": int(meta.get("cached", 0)),
         "cost_nanos": int(meta.get("cost_nanos", 0)),
     }
+    if "reasoning" in meta:  # a worker meters reasoning tokens only when a provider reported some
+        counts["reasoning_tokens"] = int(meta["reasoning"])
     job.meter(job.payload["model"], counts, estimated=bool(meta.get("estimated")))
     if meta.get("retry_once") and job.attempt == 1:
         raise RetryJobError("again", retry_after=0)
@@ -120,6 +122,22 @@ async def test_usage_grouped_by_day_and_tenant_for_admins(
     past = {"from": "2020-01-01", "to": "2020-01-31", "tenant": "*"}
     empty = (await admin.get("/v1/usage", params=past)).json()
     assert empty["data"] == [] and counts(empty["total"]) == (0, 0, 0, 0, 0, 0)
+
+
+async def test_usage_sums_reasoning_tokens_where_providers_reported_them(
+    alpha: httpx.AsyncClient, workers: dict[str, Queue]
+) -> None:
+    await run(alpha, workers, "demo/fast", prompt=3, completion=40, reasoning=25, cost_nanos=90)
+    await run(alpha, workers, "demo/fast", prompt=2, completion=9, reasoning=4, cost_nanos=20,
+              retry_once=True)  # fmt: skip
+    await run(alpha, workers, "other/model", prompt=5, completion=5, cost_nanos=10)
+    body = (await alpha.get("/v1/usage")).json()
+    rows = {row["model"]: row for row in body["data"]}
+    # Part of the completion tokens, not more of them: the retried attempt's count too.
+    assert rows["demo/fast"]["reasoning_tokens"] == 25 + 4 + 4
+    assert rows["demo/fast"]["completion_tokens"] == 40 + 9 + 9
+    assert rows["other/model"]["reasoning_tokens"] == 0
+    assert body["total"]["reasoning_tokens"] == 33
 
 
 async def test_usage_of_another_tenant_is_for_admins_only(

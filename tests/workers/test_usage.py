@@ -24,7 +24,7 @@ from genq_services import budget
 from genq_services.prices import read_prices
 from providers._litellm import litellm
 from providers.costs import FREE, PriceBook, estimate_usage
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.openai_server import FakeOpenAI, Reply, reasoning_deltas
 from tests.workers.conftest import events_of
 
 OPENAI = "openai/gpt-4o-mini"
@@ -111,6 +111,36 @@ async def test_reported_usage_is_exact_with_cached_tokens_and_priced_from_the_co
     assert events[-1].type == "completed" and events[-1].usage == record.usage
     [row] = await queue.usage_totals(TENANT)
     assert (row.tenant, row.label) == (TENANT, OPENAI)
+    assert row.counts == {**expected.counts(), "attempts": 1}
+
+
+async def test_reasoning_tokens_are_charged_as_completion_tokens_and_shown(
+    start_workers, fake_openai: CachingOpenAI
+) -> None:
+    thought = reasoning_deltas("First the units, then the sum.", piece=5)
+    deltas = [*thought, {"content": "It is"}, {"content": " 7."}]
+    fake_openai.plan(Reply.deltas_of(deltas, reasoning_tokens=5))
+    queue = (await start_workers()).queues["openai"]
+    job = await queue.enqueue(
+        {"model": OPENAI, "messages": user("add three and four")}, tenant=TENANT
+    )
+    events = await events_of(queue, job.id)
+    record = await queue.get(job.id)
+    assert record is not None
+
+    # The fake reports one completion token per delta it sent, the reasoning among them, and
+    # 5 of them as reasoning: what is charged is the completion tokens, nothing on top.
+    completion = len(deltas)
+    cost = gpt_4o_mini().cost_nanos(4, completion)
+    expected = Usage(4, completion, cost_nanos=cost, reasoning_tokens=5)
+    assert record.result["reasoning"] == "First the units, then the sum."
+    assert expected.counts()["reasoning_tokens"] == 5
+    assert record.result["usage"] == expected.as_json()
+    assert record.result["usage"]["reasoning_tokens"] == 5
+    assert record.usage == {**expected.counts(), "estimated": False}
+    assert record.history[0].usage == record.usage
+    assert events[-1].type == "completed" and events[-1].usage == record.usage
+    [row] = await queue.usage_totals(TENANT)
     assert row.counts == {**expected.counts(), "attempts": 1}
 
 
