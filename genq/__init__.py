@@ -38,7 +38,7 @@ from ._job_index import IdPage, JobPage
 from ._keys import Keys
 from ._lookups import JobState, bound_jobs, job_states
 from ._outbox import ConsumerInfo, OutboxEntry, OutboxGroup
-from ._patch_guard import PatchGuard
+from ._patch_guard import PatchGuard, pinned
 from ._pull import Pulled, PulledJob
 from ._queue import Queue
 from ._queue_stats import QueueStats
@@ -119,6 +119,7 @@ __all__ = [
     "emit_many",
     "entry_order",
     "job_states",
+    "pinned",
     "raise_if_cancelled",
     "reader_links",
     "run_streamed",

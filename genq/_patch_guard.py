@@ -9,8 +9,11 @@ release, where the dependency's public path runs instead.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Mapping
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, requires, version
+
+_EXACT_PIN = re.compile(r"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?\s*==\s*([^;,\s]+)")
 
 
 def untested_version(tested: Mapping[str, str]) -> str | None:
@@ -21,6 +24,23 @@ def untested_version(tested: Mapping[str, str]) -> str | None:
         if installed != release:
             return f"{dist} {installed} is not the tested {release}"
     return None
+
+
+def pinned(dist: str) -> dict[str, str]:
+    """``{dist: release}`` for the release genq's own requirements pin exactly (``dist==X`` in
+    pyproject.toml, read back from the installed distribution's metadata): the release a
+    patch is tested against is the pinned one, so upgrading is the pin's one line plus the
+    tests, which run the patches' contract tests on the new release. Without an exact pin
+    (genq not installed, or a range) the release reads as ``unpinned`` and the patches stay off."""
+    try:
+        wanted = requires("genq") or []
+    except PackageNotFoundError:
+        wanted = []
+    for requirement in wanted:
+        match = _EXACT_PIN.match(requirement)
+        if match and match[1].lower().replace("_", "-") == dist.lower().replace("_", "-"):
+            return {dist: match[2]}
+    return {dist: "unpinned"}
 
 
 class PatchGuard:

@@ -12,12 +12,13 @@
   policy, without ``execute_command``'s and the pipeline's per-command Python.
 
 All three lean on redis-py's private or undocumented parts, so they are on only with the
-release they were tested on (:data:`TESTED_VERSIONS`, the one pyproject.toml pins). With any
+release they were tested on (:data:`TESTED_VERSIONS`: the one pyproject.toml pins, read from
+genq's installed metadata by :func:`genq.pinned`). With any
 other release :func:`check` logs one warning and genq takes redis-py's public path: its own
 pool and connection classes, script calls through ``AsyncScript`` and its pipeline
 (:func:`genq._cluster.run_pipelined`). tests/genq/test_redis_patches.py runs both paths on the
 same calls and compares the outputs; ``bench/queue.py --only patches`` shows what they buy.
-Upgrading redis-py: change the pin and :data:`TESTED_VERSIONS` together, run those tests.
+Upgrading redis-py: change the pin, reinstall, run those tests (they run on the new release).
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.observability.providers import get_observability_instance
 
-from ._patch_guard import PatchGuard
+from ._patch_guard import PatchGuard, pinned
 
 GUARD = PatchGuard(
-    tested={"redis": "8.1.0"},
+    tested=pinned("redis"),
     off_warning="genq's redis-py patches are off; it uses redis-py's own pool, connections "
     "and pipeline (slower)",
     logger="genq.patches",

@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 MAX_TOOLS = 128
@@ -96,17 +96,26 @@ def check_image_bytes(messages: list[dict[str, Any]], limit: int) -> None:
             raise ChatFormatError(where, f"images in data: URLs over {limit} bytes in all")
 
 
-def _image_urls(messages: list[dict[str, Any]]) -> Iterator[tuple[str, str]]:
+def image_parts(
+    messages: Iterable[Mapping[str, Any]],
+) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every ``image_url`` content part of ``messages``, in order, with its path
+    (``messages.<i>.content.<j>``)."""
     for i, message in enumerate(messages):
         content = message.get("content")
         if not isinstance(content, list):
             continue
         for j, part in enumerate(content):
             if isinstance(part, dict) and part.get("type") == "image_url":
-                image = part.get("image_url")
-                url = image.get("url") if isinstance(image, dict) else None
-                if isinstance(url, str):
-                    yield f"messages.{i}.content.{j}.image_url.url", url
+                yield f"messages.{i}.content.{j}", part
+
+
+def _image_urls(messages: list[dict[str, Any]]) -> Iterator[tuple[str, str]]:
+    for where, part in image_parts(messages):
+        image = part.get("image_url")
+        url = image.get("url") if isinstance(image, dict) else None
+        if isinstance(url, str):
+            yield f"{where}.image_url.url", url
 
 
 def _decoded_size(url: str, where: str) -> int:

@@ -10,12 +10,14 @@ published, never refuses a request (the provider answers for itself).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from genq import RedisClient
+from genq_contract.chat import image_parts
+
+from ._model_table import publish, read
 
 FUNCTION_CALLING = "function_calling"
 VISION = "vision"
@@ -68,7 +70,7 @@ def needed(params: Mapping[str, Any], messages: Iterable[Mapping[str, Any]]) -> 
     response_format = params.get("response_format")
     if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
         found[RESPONSE_SCHEMA] = "params.response_format"
-    image = _first_image(messages)
+    image = next((where for where, _ in image_parts(messages)), None)
     if image is not None:
         found[VISION] = image
     return found
@@ -86,34 +88,13 @@ def refusal(model: str, capabilities: Capabilities, needs: Mapping[str, str]) ->
 async def publish_capabilities(
     redis: RedisClient, namespace: str, capabilities: Mapping[str, Capabilities]
 ) -> None:
-    if capabilities:
-        await redis.hset(
-            capabilities_key(namespace),
-            mapping={model: json.dumps(c.as_json()) for model, c in capabilities.items()},
-        )
+    entries = {model: c.as_json() for model, c in capabilities.items()}
+    await publish(redis, capabilities_key(namespace), entries)
 
 
 async def read_capabilities(
     redis: RedisClient, namespace: str, models: Iterable[str]
 ) -> dict[str, Capabilities]:
     """The published capabilities of ``models`` (a model no worker has published is absent)."""
-    wanted = list(dict.fromkeys(models))
-    if not wanted:
-        return {}
-    raw = await redis.hmget(capabilities_key(namespace), wanted)
-    return {
-        model: Capabilities.from_json(json.loads(value))
-        for model, value in zip(wanted, raw, strict=True)
-        if value is not None
-    }
-
-
-def _first_image(messages: Iterable[Mapping[str, Any]]) -> str | None:
-    for i, message in enumerate(messages):
-        content = message.get("content")
-        if not isinstance(content, list):
-            continue
-        for j, part in enumerate(content):
-            if isinstance(part, dict) and part.get("type") == "image_url":
-                return f"messages.{i}.content.{j}"
-    return None
+    entries = await read(redis, capabilities_key(namespace), models)
+    return {model: Capabilities.from_json(entry) for model, entry in entries.items()}

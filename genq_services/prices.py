@@ -6,31 +6,21 @@ under :func:`genq_contract.spend.prices_key`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 
 from genq import RedisClient
 from genq_contract.spend import Price, prices_key
 
+from ._model_table import publish, read
+
 
 async def publish_prices(redis: RedisClient, namespace: str, prices: Mapping[str, Price]) -> None:
-    if prices:
-        await redis.hset(
-            prices_key(namespace),
-            mapping={model: json.dumps(price.as_json()) for model, price in prices.items()},
-        )
+    await publish(redis, prices_key(namespace), {m: p.as_json() for m, p in prices.items()})
 
 
 async def read_prices(
     redis: RedisClient, namespace: str, models: Iterable[str]
 ) -> dict[str, Price]:
     """The published prices of ``models`` (a model no worker has published is absent)."""
-    wanted = list(dict.fromkeys(models))
-    if not wanted:
-        return {}
-    raw = await redis.hmget(prices_key(namespace), wanted)
-    return {
-        model: Price.from_json(json.loads(value))
-        for model, value in zip(wanted, raw, strict=True)
-        if value is not None
-    }
+    entries = await read(redis, prices_key(namespace), models)
+    return {model: Price.from_json(entry) for model, entry in entries.items()}

@@ -8,12 +8,13 @@
   the assembled response), skipped while nobody reads it.
 
 They replace private methods, so they are on only with the release they were tested on
-(:data:`TESTED_VERSIONS`, the one pyproject.toml pins): with any other, :func:`check` logs one
+(:data:`TESTED_VERSIONS`: the one pyproject.toml pins, read from genq's installed metadata by
+:func:`genq.pinned`): with any other, :func:`check` logs one
 warning and LiteLLM's own methods run. tests/providers/test_lean_chunks.py and
 test_lean_streams.py run both ways on the same streams and compare what LiteLLM yields and
-logs; ``bench/workers.py`` prints what the patches buy. Upgrading LiteLLM: move the pin in
-pyproject.toml; with the tests green on the new release, move :data:`TESTED_VERSIONS` too
-(until then the patches stay off and genq runs on LiteLLM's own code).
+logs; ``bench/workers.py`` prints what the patches buy. Upgrading LiteLLM is the pin's one
+line in pyproject.toml: reinstalled, the patches follow the new pin, and the tests (those
+contract tests among them) say whether they still hold on the new release.
 
 :mod:`providers._litellm` runs :func:`check` once LiteLLM is configured; the patches' modules
 are imported only then.
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from genq import PatchGuard
+from genq import PatchGuard, pinned
 
 _INHERITED = object()
 """The class had no method of its own by that name (it inherits pydantic's): off, none again."""
@@ -56,7 +57,7 @@ def _apply(on: bool) -> None:
 
 
 GUARD = PatchGuard(
-    tested={"litellm": "1.110.2"},
+    tested=pinned("litellm"),
     off_warning="genq's LiteLLM patches are off; LiteLLM's own per-chunk bookkeeping runs "
     "(slower streams)",
     logger="providers",

@@ -294,14 +294,7 @@ def chat_message(result: dict[str, Any]) -> dict[str, Any]:
         "refusal": None,
     }
     if calls:
-        message["tool_calls"] = [
-            {
-                "id": call["id"],
-                "type": "function",
-                "function": {"name": call["name"], "arguments": call["arguments"]},
-            }
-            for call in calls
-        ]
+        message["tool_calls"] = chat_tool_calls(calls)
     if result.get("reasoning") is not None:
         message["reasoning_content"] = result["reasoning"]
     return message
@@ -346,3 +339,15 @@ def chat_chunk(
         "system_fingerprint": None,
         **extra,
     }
+
+
+def chat_tool_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A result's tool calls as a Chat assistant message carries them."""
+    return [
+        {
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["name"], "arguments": call["arguments"]},
+        }
+        for call in calls
+    ]

@@ -19,7 +19,7 @@ from ..access.owned_jobs import load_owned_job
 from ..errors import NotFound
 from ..state import Gateway
 from .errors import OpenAIError
-from .objects import job_id_of, payload_of, result_of
+from .objects import chat_tool_calls, job_id_of, payload_of, result_of
 from .schemas import INSTRUCTIONS_KEY
 
 
@@ -55,12 +55,5 @@ def _answer(result: dict[str, Any]) -> dict[str, Any]:
     calls = result.get("tool_calls") or []
     answer: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
     if calls:
-        answer["tool_calls"] = [
-            {
-                "id": call["id"],
-                "type": "function",
-                "function": {"name": call["name"], "arguments": call["arguments"]},
-            }
-            for call in calls
-        ]
+        answer["tool_calls"] = chat_tool_calls(calls)
     return answer

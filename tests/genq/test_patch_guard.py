@@ -9,7 +9,7 @@ from importlib.metadata import version
 import pytest
 
 import genq._redis_patches
-from genq import PatchGuard
+from genq import PatchGuard, pinned
 from genq._patch_guard import untested_version
 
 LOGGER = "tests.patch_guard"
@@ -88,3 +88,21 @@ def test_patch_guard_is_what_genqs_redis_py_patches_answer_through() -> None:
     patches = genq._redis_patches
     assert patches.TESTED_VERSIONS is patches.GUARD.tested
     assert patches.patched() is patches.GUARD.patched() is True
+
+
+def test_patch_guard_tests_the_release_genqs_own_metadata_pins() -> None:
+    """The pinned release is the tested one: an upgrade is the pin's one line."""
+    assert pinned("redis") == {"redis": "8.1.0"} == genq._redis_patches.TESTED_VERSIONS
+    assert pinned("redis") == {"redis": version("redis")}
+
+
+def test_patch_guard_keeps_a_dependency_genq_does_not_pin_exactly_off(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tested = pinned("hiredis")  # comes with redis[hiredis]: genq pins no release of it
+    assert tested == {"hiredis": "unpinned"}
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert guard(tested).check() is False
+    assert [r.getMessage() for r in caplog.records] == [
+        f"hiredis {version('hiredis')} is not the tested unpinned: {OFF}"
+    ]
