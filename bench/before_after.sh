@@ -5,8 +5,8 @@
 #   bash bench/before_after.sh REF [TURNS] [BENCH ...]
 #   AFTER=REF2 bash bench/before_after.sh REF ...   (after = another ref, not the working tree)
 #
-# BENCH: queue workers fanout soak (default: all four, in their quick sizes below; FANOUT_ARGS
-# passes options to bench.fanout, e.g. "--viewers 1000 --repeat 1"). TURNS: how
+# BENCH: queue workers fanout soak batch (default: the first four, in their quick sizes below;
+# FANOUT_ARGS passes options to bench.fanout, e.g. "--viewers 1000 --repeat 1"). TURNS: how
 # many times each side runs each bench (default 2: before, after, before, after). The ref is
 # checked out in a temporary git worktree and run with this tree's .venv (the same installed
 # dependencies); every bench prints its own ratios against its peers or raw ceiling, so compare
@@ -42,6 +42,7 @@ run() {  # run TREE BENCH
             workers) "$python" bench/workers.py --jobs 32 --tokens 300 --repeat 2 ;;
             fanout) "$python" -m bench.fanout ${FANOUT_ARGS:-} ;;
             soak) "$python" bench/soak.py --jobs 300 --timeout 300 ;;
+            batch) "$python" -m bench.batch --items 1000 --rounds 2 ;;
             *) echo "unknown bench $bench" >&2; return 2 ;;
         esac
     )
