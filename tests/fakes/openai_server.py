@@ -418,3 +418,23 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def function_tools(*names: str, described: bool = False) -> list[Any]:
+    """Chat-format function tools taking a ``city`` string, one per name (what the tests send
+    and then find in the fake's recorded request)."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                **(
+                    {"description": f"The {name.removeprefix('get_')} somewhere"}
+                    if described
+                    else {}
+                ),
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+        for name in names
+    ]

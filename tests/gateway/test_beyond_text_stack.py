@@ -16,21 +16,18 @@ import redis
 
 from genq_services.capabilities import capabilities_key
 from tests.e2e.browser import DEV_KEY, Stack, fake_openai_env, running_stack
-from tests.fakes.openai_server import FakeOpenAI, Reply, reasoning_deltas, tool_call_deltas
+from tests.fakes.openai_server import (
+    FakeOpenAI,
+    Reply,
+    function_tools,
+    reasoning_deltas,
+    tool_call_deltas,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 MODEL = "openai/gpt-4o-mini"
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": name,
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-        },
-    }
-    for name in ("get_weather", "get_time")
-]
+TOOLS = function_tools("get_weather", "get_time")
 WEATHER = json.dumps({"city": "Paris", "note": 'naïve "quotes" {x}'})
 TIME = json.dumps({"zone": "Europe/Oslo"})
 THOUGHT = "Two tools, then an answer."

@@ -16,7 +16,13 @@ import pytest
 
 from gateway.openai.objects import job_id_of
 from tests.e2e.browser import DEV_KEY, Stack, fake_openai_env, running_stack
-from tests.fakes.openai_server import FakeOpenAI, Reply, reasoning_deltas, tool_call_deltas
+from tests.fakes.openai_server import (
+    FakeOpenAI,
+    Reply,
+    function_tools,
+    reasoning_deltas,
+    tool_call_deltas,
+)
 from tests.openai.conftest import sdk_client
 from tests.openai.test_node_sdk import run_node
 
@@ -25,17 +31,7 @@ pytestmark = pytest.mark.slow
 MODEL = "openai/gpt-4o-mini"
 REASONER = "openai/o3-mini"
 USER = [{"role": "user", "content": "Weather in Paris, time in Oslo?"}]
-TOOLS: list[Any] = [
-    {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": f"The {name.removeprefix('get_')} somewhere",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-        },
-    }
-    for name in ("get_weather", "get_time")
-]
+TOOLS: list[Any] = function_tools("get_weather", "get_time", described=True)
 WEATHER = json.dumps({"city": "Paris", "days": list(range(12)), "note": 'naïve "quotes" {x}'})
 TIME = json.dumps({"zone": "Europe/Oslo"})
 THOUGHT = "The user wants two things; I will call both tools."
