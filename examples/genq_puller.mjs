@@ -17,18 +17,27 @@
 // consume(queue, handler, {concurrency = 1, visibility = 60, wait = 20, signal}):
 // - long-polls POST /v1/queues/{queue}/pull for as many jobs as it has free slots (`wait`
 //   seconds at most per pull) and runs up to `concurrency` handlers at once;
-// - the handler gets a job: id, payload, attempt, maxAttempts, queue, receipt, emit(text),
-//   progress(0..1), text (emitted so far), cancelled, abandoned. emit and progress only buffer:
-//   the buffer is posted to .../jobs/{id}/events, one call at a time, each numbered with `seq`,
-//   so a call resent after a lost answer appends nothing twice;
+// - the handler gets a job: id, payload, attempt, maxAttempts, queue, receipt, emit(data, type),
+//   progress(0..1), text, reasoning and toolCalls (emitted so far), cancelled, abandoned.
+//   emit(text) streams text (a chunk); emit(text, "reasoning") reasoning; a tool call goes as
+//   emit({index, id, name}, "tool_call"), emit({index, delta}, "tool_args") for each piece of its
+//   JSON arguments and emit({index, id, name, arguments}, "tool_done") (index 0-1023; the ack
+//   sends the tool_done of a call that has none). Any other type or shape throws OutputError
+//   (a TypeError naming the field), as the gateway would refuse it. emit and progress only
+//   buffer: the buffer is posted to .../jobs/{id}/events, one call at a time, each numbered
+//   with `seq`, so a call resent after a lost answer appends nothing twice;
 // - while the handler runs, the job's visibility is extended every third of it (an events call
 //   renews it too); `cancelled` turns true when the gateway answers cancel_requested;
-// - the handler's return is acked with exactly {text, model, finish_reason, usage}: undefined
-//   or null acks the emitted text; a string is the whole text (the part not yet emitted is
-//   emitted first); an object gives any of the four keys (text: the emitted text, model: the
-//   payload's, finish_reason: "stop", usage: null by default);
+// - the handler's return is acked as {text, model, finish_reason, usage, reasoning?,
+//   tool_calls?}: undefined or null acks what was emitted; a string is the whole text (the
+//   part not yet emitted is emitted first); an object gives any of those keys (text, reasoning
+//   and tool_calls [{id, name, arguments}]: what was emitted, model: the payload's,
+//   finish_reason: "tool_calls" when there are calls, else "stop", usage: null by default).
+//   A returned text or reasoning that continues the emitted one has its rest emitted, and each
+//   call of the result gets its tool_done, so the stream adds up to the result. A result of
+//   another shape throws OutputError and fails the job;
 // - a throw nacks with its message: RetryJob(message, {retryAfter}) chooses the delay in
-//   seconds, TerminalJob fails the job without a retry;
+//   seconds, TerminalJob (or an OutputError of emit) fails the job without a retry;
 // - a 409 (stale receipt: the visibility passed, the job was redelivered or settled) abandons
 //   the job quietly (logged, never settled; `abandoned` turns true); a 403 (the key was revoked)
 //   abandons it too. The loop goes on;
@@ -41,11 +50,98 @@
 // "debug" | "info" | "warning" | "error" lines (default: warnings and errors on stderr).
 
 const MAX_PULL = 100; // jobs one pull may take (the gateway's limit)
-const MAX_PIECE = 8000; // characters of one chunk event
+const MAX_PIECE = 8000; // characters of one text event (chunk, reasoning, a piece of arguments)
 const MAX_BATCH_CHARS = 32000; // text per events call: under the gateway's body limit
 const MAX_BATCH_EVENTS = 500; // events per call (the gateway's limit)
 const MAX_ERROR = 2000;
 const MAX_RETRY_AFTER = 86400;
+const MAX_TOOL_INDEX = 1023;
+const MAX_TOOL_CALLS = 1024;
+const RESULT_KEYS = ["text", "model", "finish_reason", "usage", "reasoning", "tool_calls"];
+// The generation's parts and their fields, as the gateway checks them (genq_contract.parts).
+const PART_FIELDS = {
+  tool_call: ["index", "id", "name"],
+  tool_args: ["index", "delta"],
+  tool_done: ["index", "id", "name", "arguments"],
+};
+const CALL_FIELDS = ["id", "name", "arguments"];
+
+/** What a handler emitted or returned is not a generation's output; the message names the field. */
+export class OutputError extends TypeError {
+  constructor(message) {
+    super(message);
+    this.name = "OutputError";
+  }
+}
+
+const kindOf = (value) => (value === null ? "null" : Array.isArray(value) ? "array" : typeof value);
+const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
+
+function checkString(value, where) {
+  if (typeof value !== "string") throw new OutputError(`${where} is a string, not ${kindOf(value)}`);
+  return value;
+}
+
+function checkIndex(value, where) {
+  if (!Number.isInteger(value)) throw new OutputError(`${where} is an integer, not ${kindOf(value)}`);
+  if (value < 0 || value > MAX_TOOL_INDEX) {
+    throw new OutputError(`${where} is from 0 to ${MAX_TOOL_INDEX}, not ${value}`);
+  }
+  return value;
+}
+
+// value's `names` (other keys dropped, as the gateway drops them), each checked.
+function checkFields(value, names, what) {
+  if (!isObject(value)) throw new OutputError(`${what} is an object of ${names.join(", ")}, not ${kindOf(value)}`);
+  const checked = {};
+  for (const name of names) {
+    if (!(name in value)) throw new OutputError(`${what} has no ${name}`);
+    const check = name === "index" ? checkIndex : checkString;
+    checked[name] = check(value[name], `${what}'s ${name}`);
+  }
+  return checked;
+}
+
+// data of an event of `type` as the stream will hold it.
+function checkPart(type, data) {
+  if (type === "chunk" || type === "reasoning") return checkString(data, `a ${type}`);
+  const names = Object.hasOwn(PART_FIELDS, type) ? PART_FIELDS[type] : null;
+  if (!names) {
+    throw new OutputError(`emit takes a type of chunk, reasoning, ${Object.keys(PART_FIELDS).join(", ")}, not ${JSON.stringify(type)}`);
+  }
+  return checkFields(data, names, `a ${type} part`);
+}
+
+// The keys a handler's result gives, checked (tool_calls as a list of {id, name, arguments}).
+function checkResult(fields) {
+  const unknown = Object.keys(fields).filter((key) => !RESULT_KEYS.includes(key));
+  if (unknown.length) throw new OutputError(`a handler's result has only ${RESULT_KEYS}; not ${unknown}`);
+  const checked = { ...fields };
+  if ("text" in fields) checkString(fields.text, "a result's text");
+  for (const key of ["model", "finish_reason", "reasoning"]) {
+    if (fields[key] != null) checkString(fields[key], `a result's ${key}`);
+  }
+  if (fields.usage != null && !isObject(fields.usage)) {
+    throw new OutputError(`a result's usage is an object or null, not ${kindOf(fields.usage)}`);
+  }
+  if ("tool_calls" in fields) {
+    const calls = fields.tool_calls;
+    if (!Array.isArray(calls)) throw new OutputError(`a result's tool_calls is an array, not ${kindOf(calls)}`);
+    if (calls.length > MAX_TOOL_CALLS) {
+      throw new OutputError(`a result has at most ${MAX_TOOL_CALLS} tool_calls, not ${calls.length}`);
+    }
+    checked.tool_calls = calls.map((call, n) => checkFields(call, CALL_FIELDS, `a result's tool_calls[${n}]`));
+  }
+  return checked;
+}
+
+// A text event's data: the text, or a piece of call `index`'s arguments.
+const textEvent = (type, text, index) => ({ type, data: index === null ? text : { index, delta: text } });
+const indexOf = (event) => (isObject(event.data) ? event.data.index : null);
+const textOf = (event) => (isObject(event.data) ? event.data.delta : event.data);
+// The text an event carries, counted against MAX_BATCH_CHARS.
+const charsOf = (data) =>
+  typeof data === "string" ? data.length : isObject(data) ? Object.values(data).reduce((n, v) => n + (typeof v === "string" ? v.length : 0), 0) : 0;
 
 export class RetryJob extends Error {
   constructor(message = "retry requested", { retryAfter = null } = {}) {
@@ -120,6 +216,8 @@ class PulledJob {
     this.heldAt = performance.now(); // when the last call that renewed the visibility was sent
     this._pending = [];
     this._text = [];
+    this._reasoning = [];
+    this._calls = new Map(); // index -> {id, name, pieces, whole}: the emitted calls, as readers fold them
     this._sent = 0;
     this._closed = false;
     this._cancelled = false;
@@ -136,27 +234,62 @@ class PulledJob {
     return this._abandoned !== null;
   }
 
-  /** Everything emitted so far. */
+  /** The text emitted so far. */
   get text() {
     return this._text.join("");
+  }
+
+  /** The reasoning emitted so far; null when there was none. */
+  get reasoning() {
+    return this._reasoning.length ? this._reasoning.join("") : null;
+  }
+
+  /** The tool calls emitted so far, [{id, name, arguments}], in the order they started. */
+  get toolCalls() {
+    return [...this._calls.values()].map(({ id, name, pieces, whole }) => ({ id, name, arguments: whole ?? pieces.join("") }));
   }
 
   get deadline() {
     return this.heldAt + this.visibility * 1000;
   }
 
-  /** Appends text to the output (a chunk event); returns at once. */
-  emit(text) {
-    if (typeof text !== "string") throw new TypeError("emit takes a string");
-    if (!text || this._closed) return;
-    this._text.push(text);
+  /** Appends data to the generation's output as an event of `type` (see the header); returns at once. */
+  emit(data, type = "chunk") {
+    const shown = checkPart(type, data);
+    if (this._closed || shown === "") return; // no text: no event (and reasoning stays null)
+    this._fold(type, shown);
+    if (type === "chunk" || type === "reasoning") this._queueText(type, shown, null);
+    else if (type === "tool_args") this._queueText(type, shown.delta, shown.index);
+    else this._pending.push({ type, data: shown });
+    this._notify();
+  }
+
+  // The same fold as every reader's (genq_contract.transcript): a call starts once, its pieces
+  // add up until a tool_done gives the whole call.
+  _fold(type, data) {
+    if (type === "chunk") this._text.push(data);
+    else if (type === "reasoning") this._reasoning.push(data);
+    else {
+      const call = this._calls.get(data.index);
+      if (type === "tool_call") {
+        if (!call) this._calls.set(data.index, { id: data.id, name: data.name, pieces: [], whole: null });
+      } else if (type === "tool_args") {
+        if (call && call.whole === null) call.pieces.push(data.delta);
+      } else if (!call) this._calls.set(data.index, { id: data.id, name: data.name, pieces: [], whole: data.arguments });
+      else Object.assign(call, { id: data.id, name: data.name, whole: data.arguments });
+    }
+  }
+
+  // Queues a text delta (of call `index`'s arguments unless null) in pieces of at most
+  // MAX_PIECE, joined to the last pending event of the same type and call.
+  _queueText(type, text, index) {
     for (let start = 0; start < text.length; start += MAX_PIECE) {
       const piece = text.slice(start, start + MAX_PIECE);
       const last = this._pending.at(-1);
-      if (last?.type === "chunk" && last.data.length + piece.length <= MAX_PIECE) last.data += piece;
-      else this._pending.push({ type: "chunk", data: piece });
+      if (last?.type === type && indexOf(last) === index && textOf(last).length + piece.length <= MAX_PIECE) {
+        Object.assign(last, textEvent(type, textOf(last) + piece, index));
+      } else this._pending.push(textEvent(type, piece, index));
     }
-    this._notify();
   }
 
   /** Reports progress from 0 to 1 (a progress event); returns at once. */
@@ -188,7 +321,7 @@ class PulledJob {
     const batch = [];
     let chars = 0;
     while (this._pending.length && batch.length < MAX_BATCH_EVENTS) {
-      const size = this._pending[0].type === "chunk" ? this._pending[0].data.length : 0;
+      const size = charsOf(this._pending[0].data);
       if (batch.length && chars + size > MAX_BATCH_CHARS) break;
       batch.push(this._pending.shift());
       chars += size;
@@ -209,35 +342,60 @@ class PulledJob {
   }
 }
 
-function resultOf(job, returned) {
-  const keys = ["text", "model", "finish_reason", "usage"];
+// Emits the rest of `whole` when it continues what was emitted, so the events add up to the result.
+function continueWith(job, type, whole, emitted, log) {
+  if (whole.startsWith(emitted)) job.emit(whole.slice(emitted.length), type);
+  else {
+    const name = type === "chunk" ? "text" : type;
+    log("warning", `job ${job.id}: the result's ${name} does not continue the ${name} emitted`);
+  }
+}
+
+// Ends the stream with `calls`, as the result holds them: the call emitted at the same place
+// gets a tool_done unless one already closed it with these fields, and a call never emitted is
+// added as a tool_done at an index no emitted call uses.
+function closeCalls(job, calls, log) {
+  const emitted = [...job._calls.entries()];
+  const shown = job.toolCalls;
+  let free = 0;
+  calls.forEach((call, place) => {
+    let index;
+    if (place < emitted.length) {
+      const [at, state] = emitted[place];
+      const same = ["id", "name", "arguments"].every((key) => shown[place][key] === call[key]);
+      if (state.whole !== null && same) return;
+      index = at;
+    } else {
+      while (job._calls.has(free)) free += 1;
+      index = free;
+    }
+    job.emit({ index, ...call }, "tool_done");
+  });
+  if (emitted.length > calls.length) log("warning", `job ${job.id}: the result leaves out tool calls that were emitted`);
+}
+
+function resultOf(job, returned, log) {
   let fields;
   if (returned === undefined || returned === null) fields = {};
   else if (typeof returned === "string") fields = { text: returned };
-  else if (typeof returned === "object" && !Array.isArray(returned)) {
-    fields = returned;
-    const unknown = Object.keys(fields).filter((key) => !keys.includes(key));
-    if (unknown.length) throw new TypeError(`a handler's result has only ${keys}; not ${unknown}`);
-  } else throw new TypeError(`a handler returns nothing, a string or an object of ${keys}`);
-  const emitted = job.text;
-  const text = fields.text ?? emitted;
-  if (typeof text !== "string") throw new TypeError("a result's text is a string");
-  for (const key of ["model", "finish_reason"]) {
-    if (fields[key] != null && typeof fields[key] !== "string") {
-      throw new TypeError(`a result's ${key} is a string or null`);
-    }
-  }
-  if (fields.usage != null && (typeof fields.usage !== "object" || Array.isArray(fields.usage))) {
-    throw new TypeError("a result's usage is an object or null");
-  }
-  if (text.startsWith(emitted)) job.emit(text.slice(emitted.length));
+  else if (isObject(returned)) fields = checkResult(returned);
+  else throw new OutputError(`a handler returns nothing, a string or an object of ${RESULT_KEYS}, not ${kindOf(returned)}`);
+  const text = fields.text ?? job.text;
+  continueWith(job, "chunk", text, job.text, log);
+  const reasoning = "reasoning" in fields ? fields.reasoning : job.reasoning;
+  continueWith(job, "reasoning", reasoning ?? "", job.reasoning ?? "", log);
+  const calls = fields.tool_calls ?? job.toolCalls;
+  closeCalls(job, calls, log);
   const model = job.payload && typeof job.payload === "object" ? job.payload.model : null;
-  return {
+  const result = {
     text,
     model: fields.model ?? model ?? null,
-    finish_reason: fields.finish_reason ?? "stop",
+    finish_reason: fields.finish_reason ?? (calls.length ? "tool_calls" : "stop"),
     usage: fields.usage ?? null,
   };
+  if (reasoning != null) result.reasoning = reasoning;
+  if (calls.length) result.tool_calls = calls;
+  return result;
 }
 
 function nackBody(error) {
@@ -376,13 +534,17 @@ export class Puller {
     try {
       returned = await handler(job);
     } catch (error) {
+      if (error instanceof OutputError) { // a part every attempt would emit the same wrong way
+        this.log("error", `job ${job.id} attempt ${job.attempt}: ${error.message}`);
+        return ["nack", nackBody(new TerminalJob(error.message))];
+      }
       const kind = error instanceof TerminalJob ? "fails for good" : error instanceof RetryJob ? "asks for a retry" : "failed";
       const why = kind === "failed" ? (error?.stack ?? error) : error.message;
       if (!job.abandoned) this.log(kind === "failed" ? "warning" : "info", `job ${job.id} attempt ${job.attempt} ${kind}: ${why}`);
       return ["nack", nackBody(error)];
     }
     try {
-      return ["ack", { result: resultOf(job, returned) }];
+      return ["ack", { result: resultOf(job, returned, this.log) }];
     } catch (error) {
       this.log("error", `job ${job.id} attempt ${job.attempt}: ${error.message}`);
       return ["nack", nackBody(new TerminalJob(error.message))]; // every attempt would do the same

@@ -12,6 +12,7 @@ from ._client import AsyncClient, Client, Event
 from ._common import APIError, Created
 from ._generation import Generation, ToolCall
 from ._operations import BulkOutcome, CancelOutcome, GenerationPage, JobPage, UsageReport
+from ._output import OutputError
 from ._pulled_job import PulledJob
 from ._puller import AsyncPuller, Puller, RetryJob, TerminalJob
 
@@ -27,6 +28,7 @@ __all__ = [
     "Generation",
     "GenerationPage",
     "JobPage",
+    "OutputError",
     "PulledJob",
     "Puller",
     "RetryJob",

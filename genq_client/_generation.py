@@ -54,6 +54,12 @@ class Generation:
             for c in self._calls.values()
         ]
 
+    def _indexed_calls(self) -> list[tuple[int, ToolCall, bool]]:
+        """Each call's index, the call, and whether a ``tool_done`` closed it, in the order they
+        started (what the pull client settles its stream against)."""
+        pairs = zip(self._calls.items(), self.tool_calls, strict=True)
+        return [(index, call, state.whole is not None) for (index, state), call in pairs]
+
     def add(self, kind: str, data: Any) -> None:
         if kind in ("chunk", "reasoning"):
             if isinstance(data, str):

@@ -10,6 +10,9 @@
     async with AsyncPuller("https://genq.example", worker_key) as puller:
         await puller.consume("demo", handle, concurrency=4)   # until puller.stop()
 
+A handler streams a model's other parts with ``job.emit(data, type=...)`` (``reasoning``,
+``tool_call``, ``tool_args``, ``tool_done``) and may return ``reasoning`` and ``tool_calls``.
+
 ``consume`` long-polls ``POST /v1/queues/{queue}/pull`` for as many jobs as it has free slots
 and runs up to ``concurrency`` handlers at once. While a handler runs, its job's visibility is
 extended every third of it. What the handler returns is acked; an exception nacks (``RetryJob``
@@ -34,6 +37,7 @@ import httpx
 
 from ._client import _backoff
 from ._common import OnPortal, raise_for
+from ._output import OutputError
 from ._pulled_job import PulledJob, result_of
 
 log = logging.getLogger("genq_client.puller")
@@ -344,13 +348,16 @@ async def _run(job: PulledJob, handler: AsyncHandler) -> tuple[str, dict[str, An
     except RetryJob as error:
         log.info("job %s attempt %d asks for a retry: %s", job.id, job.attempt, error)
         return "nack", _nack_body(error)
+    except OutputError as error:  # a part every attempt would emit the same wrong way
+        log.error("job %s attempt %d: %s", job.id, job.attempt, error)
+        return "nack", _nack_body(TerminalJob(str(error)))
     except Exception as error:
         if not job.abandoned:
             log.warning("job %s attempt %d failed", job.id, job.attempt, exc_info=True)
         return "nack", _nack_body(error)
     try:
         return "ack", {"result": result_of(job, returned)}
-    except TypeError as error:  # every attempt would shape its result the same wrong way
+    except OutputError as error:  # every attempt would shape its result the same wrong way
         log.error("job %s attempt %d: %s", job.id, job.attempt, error)
         return "nack", _nack_body(TerminalJob(str(error)))
 

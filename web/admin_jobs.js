@@ -33,6 +33,7 @@ const view = {
   rows: [],
   counts: {},
   signature: null,
+  asked: 0, // listings asked for: an answer that a newer one overtook is not shown
 };
 const selected = new Set();
 let models = []; // [{id, owned_by}] from GET /v1/models
@@ -53,19 +54,22 @@ export async function loadJobs() {
   for (const name of ["status", "tenant", "model", "q"]) if (view[name]) params.set(name, view[name]);
   const cursor = view.cursors[view.page];
   if (cursor) params.set("cursor", cursor);
+  // A poll of the tab before may answer after the tab clicked since: its rows would replace
+  // the new ones until the next poll, and "select all" would select them.
+  const ticket = ++view.asked;
   let answer;
   try {
     answer = await api(`${queuePath(queue)}/jobs?${params}`);
   } catch (err) {
     if (err instanceof ApiError && (err.status === 401 || err.status === 403)) throw err;
-    if (queue !== view.queue) return;
+    if (ticket !== view.asked) return;
     view.signature = null;
     view.rows = [];
     setStatus(`Could not list the jobs: ${err.message}`);
     renderRows(`No jobs listed: ${err.message}`);
     return;
   }
-  if (queue !== view.queue) return;
+  if (ticket !== view.asked) return;
   view.counts = answer.counts ?? {};
   view.next = answer.next_cursor ?? null;
   renderTabs();

@@ -1,14 +1,17 @@
 """The generate page (/) shows a generation's reasoning and tool calls, in Chromium, against the
 real gateway, worker and Redis processes and the fake OpenAI server streaming both: live,
-across a refresh, and cleared when a retried attempt starts over."""
+across a refresh, cleared when a retried attempt starts over, and from the record when the
+stream has expired."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+import redis
 from playwright.sync_api import Page, expect
 
+from genq import Keys
 from tests.e2e.browser import Screenshots, fake_openai_env, running_stack, seen
 from tests.e2e.test_generate_page import LONG, generate, open_generate, output_text
 from tests.fakes.openai_server import FakeOpenAI, Reply, reasoning_deltas, tool_call_deltas
@@ -104,3 +107,33 @@ def test_generate_page_shows_reasoning_and_tool_calls_across_refresh_and_retry(
             expect(tab.locator("#tool-calls .tool-args")).to_have_text(
                 json.dumps(json.loads(ARGS), indent=2)
             )
+
+
+def test_generate_page_settles_reasoning_and_tool_calls_from_the_record_when_the_stream_is_gone(
+    redis_url: str, page: Page, request: pytest.FixtureRequest
+) -> None:
+    """A generation whose event stream expired before the page opened it: the page has nothing
+    to replay (the events route answers 204) and shows the record's result, parts included."""
+    with FakeOpenAI() as fake:
+        fake.plan(second_attempt())
+        env = fake_openai_env(fake.base_url)
+        with running_stack(redis_url, request.node.name, **env) as stack:
+            job_id = stack.submit({"model": MODEL, "prompt": "Weather in Paris?"})["id"]
+            result = stack.result(job_id)
+            assert result["tool_calls"] == [
+                {"id": "call_w", "name": "get_weather", "arguments": ARGS}
+            ]
+            events = Keys(stack.queue_prefix("openai")).events(job_id)
+            with redis.Redis.from_url(redis_url) as client:
+                assert client.delete(events) == 1, "the generation's stream was not where expected"
+
+            open_generate(page, stack)
+            page.goto(f"{stack.base_url}/?job={job_id}")
+            expect(page.locator("#status")).to_have_text("Completed", timeout=LONG)
+            expect(page.locator("#reasoning-text")).to_have_text(THOUGHT)
+            calls = page.locator("#tool-calls .tool-call")
+            expect(calls).to_have_count(1)
+            expect(calls.locator(".tool-name")).to_have_text("get_weather")
+            expect(calls).to_have_attribute("data-done", "true")
+            expect(calls.locator(".tool-args")).to_have_text(json.dumps(json.loads(ARGS), indent=2))
+            assert output_text(page) == result["text"] == "Checking the forecast."

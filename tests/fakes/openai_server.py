@@ -25,7 +25,9 @@ Replies are taken from the plan in order: first the replies planned for the requ
   ``delta`` given whole (``reasoning_content``, ``tool_calls`` ...); :func:`tool_call_deltas`
   and :func:`reasoning_deltas` build them as OpenAI streams them.
 - ``Reply.error(status, message, retry_after=None, headers=None)``: a JSON error body.
-- ``Reply.hang(after=n)``: sends ``n`` tokens, then nothing until the client leaves.
+- ``Reply.hang(after=n)``: sends ``n`` tokens, then nothing until the client leaves;
+  ``Reply.hang(deltas=[...])`` sends those deltas instead: a stream held open half-way
+  through a tool call's arguments, for a kill that must land there whatever the timing.
 - ``Reply.drop(after=n)``: sends ``n`` tokens, then cuts the connection with no final chunk.
 
 All times are ``time.monotonic()`` values, comparable with the test's own clock. The server
@@ -98,7 +100,15 @@ class Reply:
         return cls("error", status=status, message=message, headers=tuple(extra.items()))
 
     @classmethod
-    def hang(cls, after: int = 0, tokens: list[str] | None = None, delay: float = 0.0) -> Reply:
+    def hang(
+        cls,
+        after: int = 0,
+        tokens: list[str] | None = None,
+        delay: float = 0.0,
+        deltas: list[dict[str, Any]] | None = None,
+    ) -> Reply:
+        if deltas is not None:
+            return cls("hang", delay=delay, deltas=tuple(deltas))
         return cls("hang", tuple((tokens or _words(after))[:after]), delay)
 
     @classmethod

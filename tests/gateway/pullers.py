@@ -39,7 +39,9 @@ def prompt_of(payload: dict[str, Any]) -> str:
 class Steering:
     """What a handler does, read from the job's metadata: ``mode`` is ``echo`` (default: emit
     the prompt word by word, progress 1, return nothing), ``return`` (return the prompt, emit
-    nothing), ``result`` (return ``metadata.result``, a JSON text), ``retry`` (attempt 1 raises
+    nothing), ``result`` (return ``metadata.result``, a JSON text), ``parts`` (emit each
+    ``[type, data]`` of ``metadata.parts``, a JSON text, then return ``metadata.result`` if
+    given, else nothing), ``retry`` (attempt 1 raises
     ``RetryJob("busy", retry_after=metadata.retry_after)``), ``fail`` (an ordinary exception
     with ``metadata.message``), ``terminal`` (``TerminalJob``), ``barrier`` (wait until
     ``metadata.n`` handlers ran at once, then echo), ``hold`` (sleep ``metadata.seconds``, then
@@ -90,8 +92,11 @@ class Steering:
         mode = meta.get("mode")
         if mode == "until_abandoned" and job.attempt == 1:
             return None
-        if mode == "result":
-            return json.loads(meta["result"])
+        if mode == "parts":
+            for kind, data in json.loads(meta["parts"]):
+                job.emit(data, type=kind)
+        if mode in ("result", "parts"):
+            return json.loads(meta["result"]) if "result" in meta else None
         prompt = prompt_of(job.payload)
         if mode == "return":
             return prompt

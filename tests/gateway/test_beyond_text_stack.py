@@ -65,8 +65,15 @@ def http(stack: Stack) -> Iterator[httpx.Client]:
 
 def sse_events(http: httpx.Client, job_id: str, cursor: str | None = None) -> list[dict[str, Any]]:
     """The generation's SSE events until the stream ends: ``{id, event, data}`` each."""
+    return list(sse_stream(http, job_id, cursor))
+
+
+def sse_stream(
+    http: httpx.Client, job_id: str, cursor: str | None = None
+) -> Iterator[dict[str, Any]]:
+    """The generation's SSE events as they arrive, until the stream ends (a test can act
+    between two of them)."""
     headers = {"Last-Event-ID": cursor} if cursor else {}
-    events: list[dict[str, Any]] = []
     block: dict[str, Any] = {}
     with http.stream("GET", f"/v1/generations/{job_id}/events", headers=headers) as response:
         assert response.status_code == 200
@@ -77,9 +84,8 @@ def sse_events(http: httpx.Client, job_id: str, cursor: str | None = None) -> li
                 continue
             if "data" in block:
                 data = json.loads(block["data"])
-                events.append({"id": block.get("id"), "event": block["event"], "data": data})
+                yield {"id": block.get("id"), "event": block["event"], "data": data}
             block = {}
-    return events
 
 
 def test_generation_tool_call_reply_shows_exactly_in_record_result_and_stream(

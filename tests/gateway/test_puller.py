@@ -15,8 +15,9 @@ import pytest
 from gateway.settings import Settings
 from genq_cli.embedded_redis import free_port
 from genq_client import APIError
+from genq_contract.transcript import Transcript
 
-from .conftest import KEY_ALPHA, LiveGateway, client_for, create, read_stream
+from .conftest import KEY_ALPHA, PARTS, PARTS_RESULT, LiveGateway, client_for, create, read_stream
 from .pullers import KINDS, Runner
 from .test_pull import KEY_WORKER, worker_key_settings
 
@@ -94,6 +95,104 @@ async def test_puller_acks_a_returned_result_and_fails_a_malformed_one(live, alp
     failed = await finished(alpha, refused["id"])
     assert failed["status"] == "failed" and failed["attempt"] == 1
     assert "result was refused" in failed["error"] and "prompt_tokens" in failed["error"]
+    await runner.stop()
+
+
+def joined(stream: Any) -> list[tuple[str, Any]]:
+    """The stream's events with adjacent text of one kind (and call) joined: how a puller
+    batched its emits is its own business, what they add up to is not."""
+    events: list[tuple[str, Any]] = []
+    for e in stream.events:
+        kind, data = e.event, e.data
+        last = events[-1] if events else None
+        if last and last[0] == kind and kind in ("chunk", "reasoning"):
+            events[-1] = (kind, last[1] + data)
+        elif last and last[0] == kind == "tool_args" and last[1]["index"] == data["index"]:
+            events[-1] = (kind, {**data, "delta": last[1]["delta"] + data["delta"]})
+        else:
+            events.append((kind, data))
+    return events
+
+
+TIME_CALL = {"id": "call_2", "name": "get_time", "arguments": '{"zone": "Europe/Oslo"}'}
+
+
+async def test_puller_streams_reasoning_and_tool_calls_and_acks_them(live, alpha, runner):
+    """A handler emits reasoning, text and a tool call in pieces (no ``tool_done``): returning
+    nothing acks all of it, the ack closing the call. Another returns one more call than it
+    streamed: the stream gains that call's ``tool_done``, and the result holds both."""
+    (call,) = PARTS_RESULT["tool_calls"]
+    streamed = [*PARTS[:2], ("chunk", "Let me look. "), *PARTS[2:5]]
+    emitting = await create(alpha, metadata={"mode": "parts", "parts": json.dumps(streamed)})
+    returned = {"tool_calls": [call, TIME_CALL], "model": "mine/1"}
+    returning = await create(
+        alpha,
+        metadata={"mode": "parts", "parts": json.dumps(PARTS), "result": json.dumps(returned)},
+    )
+    viewers = [
+        asyncio.create_task(read_stream(alpha, job["id"], timeout=30))
+        for job in (emitting, returning)
+    ]
+    await runner.start(live.url, KEY_WORKER)
+    first, second = await asyncio.gather(*viewers)
+
+    result = {
+        "text": "Let me look. ",
+        "model": "demo/fast",
+        "finish_reason": "tool_calls",
+        "usage": None,
+        "reasoning": "Thinking.",
+        "tool_calls": [call],
+    }
+    assert joined(first) == [
+        ("reasoning", "Thinking."),
+        ("chunk", "Let me look. "),
+        PARTS[2],
+        ("tool_args", {"index": 0, "delta": call["arguments"]}),
+        ("tool_done", {"index": 0, **call}),  # sent by the ack: the call had none
+        ("completed", result),
+    ]
+    both = {**result, "text": "", "model": "mine/1", "tool_calls": [call, TIME_CALL]}
+    assert joined(second) == [
+        ("reasoning", "Thinking."),
+        *PARTS[2:3],
+        ("tool_args", {"index": 0, "delta": call["arguments"]}),
+        PARTS[5],  # closed by the handler already: not sent again
+        ("tool_done", {"index": 1, **TIME_CALL}),  # the call only the result had
+        ("completed", both),
+    ]
+    for stream, job, expected in ((first, emitting, result), (second, returning, both)):
+        folded = Transcript()
+        for e in stream.events:
+            folded.add(e.event, e.data)
+        shown = {k: expected[k] for k in ("text", "reasoning", "tool_calls", "finish_reason")}
+        assert {k: v for k, v in folded.as_json().items() if k != "usage"} == shown
+        assert {k: (await record(alpha, job["id"]))[k] for k in shown} == shown
+        assert {k: (await finished(alpha, job["id"]))[k] for k in shown} == shown
+    await runner.stop()
+
+
+async def test_puller_bad_part_or_tool_call_fails_the_job_naming_it(live, alpha, runner):
+    """Refused by the client before anything is sent (the gateway would 422 it): the job fails
+    at once, without a retry, and the error names the field."""
+    cases = [
+        (
+            {"mode": "parts", "parts": json.dumps([["tool_args", {"index": 0, "delta": 7}]])},
+            "delta",
+        ),
+        ({"mode": "parts", "parts": json.dumps([["tool_call", {"index": 1024}]])}, "index"),
+        ({"mode": "parts", "parts": json.dumps([["finish", "stop"]])}, "finish"),
+        ({"mode": "result", "result": '{"tool_calls": [{"id": "c", "name": "f"}]}'}, "arguments"),
+        ({"mode": "result", "result": '{"reasoning": 5}'}, "reasoning"),
+    ]
+    jobs = [(await create(alpha, metadata=meta, max_attempts=3), named) for meta, named in cases]
+    await runner.start(live.url, KEY_WORKER, concurrency=len(cases))
+    for job, named in jobs:
+        failed = await finished(alpha, job["id"])
+        assert (failed["status"], failed["attempt"]) == ("failed", 1), failed
+        assert named in failed["error"], failed["error"]
+        stream = await read_stream(alpha, job["id"])
+        assert [e.event for e in stream.events] == ["failed"]  # nothing of it was sent
     await runner.stop()
 
 

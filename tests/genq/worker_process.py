@@ -9,6 +9,7 @@ instead of sleeping:
     {"ev": "start", "id", "attempt"}    the handler started a job
     {"ev": "emit", "id", "attempt", "n"}  chunk n was emitted (the emit returned)
     {"ev": "dying", "id", "attempt"}    --die-after: about to SIGKILL itself
+    {"ev": "stalled", "id", "attempt"}  --stall-after: holds the job mid-stream from here on
     {"ev": "lost", "id", "attempt", "n"}  emit n raised JobLeaseLostError
     {"ev": "interrupted", "id", "attempt"}  the handler's task was cancelled
     {"ev": "cleaned", "id", "attempt"}  --cleanup: done cleaning up after a loss or cancel
@@ -72,6 +73,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--die-after", type=int, default=0, help="SIGKILL itself after emitting N chunks (0: never)"
     )
+    p.add_argument(
+        "--stall-after",
+        type=int,
+        default=0,
+        help="after emitting N chunks, hold the job (its lease renewed) until killed or "
+        "cancelled, so a kill lands mid-stream however late it comes (0: never)",
+    )
     return p.parse_args(argv)
 
 
@@ -106,6 +114,9 @@ async def main(args: argparse.Namespace) -> None:
                 if n == args.die_after:
                     report("dying", **ids)
                     os.kill(os.getpid(), signal.SIGKILL)
+                if n == args.stall_after:
+                    report("stalled", **ids)
+                    await asyncio.Event().wait()  # never set
             await asyncio.sleep(args.linger)
         except asyncio.CancelledError:
             report("interrupted", **ids)

@@ -39,7 +39,8 @@ async function steer(job, meta) {
     await until(() => job.abandoned, "the abandon");
     return null;
   }
-  if (mode === "result") return JSON.parse(meta.result);
+  if (mode === "parts") for (const [type, data] of JSON.parse(meta.parts)) job.emit(data, type);
+  if (mode === "result" || mode === "parts") return meta.result === undefined ? null : JSON.parse(meta.result);
   const prompt = promptOf(job.payload);
   if (mode === "return") return prompt;
   const words = prompt.split(" ");

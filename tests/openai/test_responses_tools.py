@@ -20,6 +20,7 @@ from gateway.openai.objects import job_id_of
 from tests.e2e.browser import Stack, running_stack
 from tests.fakes.openai_server import FakeOpenAI, Reply, reasoning_deltas, tool_call_deltas
 from tests.openai.conftest import STACK_ENV, sdk_client
+from tests.openai.test_node_sdk import run_node
 
 pytestmark = pytest.mark.slow
 
@@ -170,6 +171,34 @@ def test_responses_stream_helper_accumulates_a_function_call(
     assert added == ["message", "reasoning", "function_call"]
     calls = [item for item in final.output if item.type == "function_call"]
     assert [(c.call_id, c.arguments) for c in calls] == [("call_w", ARGUMENTS)]
+
+
+def test_responses_node_sdk_streams_one_function_call(fake: FakeOpenAI, stack: Stack) -> None:
+    """npm ``openai``: the stream helper's final response and the raw stream's
+    ``response.completed`` hold one ``function_call`` item, exact; its argument deltas join to
+    the arguments; sequence numbers grow by one from 0."""
+    fake.plan(call_reply(delay=0.03), times=2)  # slower than the worker's coalescing window
+    out = run_node("responses_tool_call.mjs", stack)
+    for name in ("helper", "raw"):
+        seen = out[name]
+        assert seen["calls"] == [
+            {
+                "call_id": "call_w",
+                "name": "get_weather",
+                "arguments": ARGUMENTS,
+                "status": "completed",
+            }
+        ], name
+        assert seen["output_types"] == ["reasoning", "message", "function_call"], name
+        assert "".join(seen["arguments_deltas"]) == ARGUMENTS, name
+        assert len(seen["arguments_deltas"]) > 1, name  # it did stream in pieces
+        assert seen["done"] == [ARGUMENTS], name
+        assert seen["numbers"] == list(range(len(seen["numbers"]))), name
+        assert seen["types"][-1] == "response.completed", name
+        assert stack.result(job_id_of(seen["id"]))["tool_calls"] == [
+            {"id": "call_w", "name": "get_weather", "arguments": ARGUMENTS}
+        ], name
+    assert out["helper"]["id"] != out["raw"]["id"]
 
 
 def test_responses_function_call_output_reaches_the_provider_as_a_tool_message(

@@ -171,12 +171,17 @@ def test_compose_services_run_a_generation(
     command = [("127.0.0.1" if arg == "0.0.0.0" else arg) for arg in command]
     env = {**base, **service_env(gateway, outer, redis_port)}
     processes.append(subprocess.Popen(command, env=env))
+    url = f"http://127.0.0.1:{port}"
+    # The gateway first, and alone: started beside the worker it shared the cores with the
+    # worker's LiteLLM imports (one process per core) and missed its budget in a loaded test
+    # run. Alone it needs a fraction of this budget, which is Stack.start_gateway's (loaded runs).
+    wait_for(lambda: httpx.get(f"{url}/readyz").status_code == 200, "the gateway", processes, 30)
+
+    # Compose starts the worker once the gateway has started (`depends_on`); one process is
+    # enough for one generation (`--processes` has its own test, tests/workers/test_supervise.py).
     worker = services["worker"]
     env = {**base, **service_env(worker, outer, redis_port), "GENQ_LOG_LEVEL": "WARNING"}
-    processes.append(subprocess.Popen(local(worker["command"]), env=env))
-
-    url = f"http://127.0.0.1:{port}"
-    wait_for(lambda: httpx.get(f"{url}/readyz").status_code == 200, "the gateway", processes, 20)
+    processes.append(subprocess.Popen([*local(worker["command"]), "--processes", "1"], env=env))
     auth = {"Authorization": f"Bearer {API_KEY}"}
     body = {"model": "demo/fast", "prompt": "compose", "params": {"demo_tokens": 6}}
     created = httpx.post(f"{url}/v1/generations", json=body, headers=auth)
