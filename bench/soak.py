@@ -12,9 +12,11 @@ At the end every job is audited in Redis and against its viewer, and this prints
 - viewers that saw duplicated text (what they show != the result's text) or a wrong text;
 - provider calls per job (the attempts the record counts: one provider call each);
 - spend: the total cost the records report, the share of it spent on discarded attempts (every
-  attempt but the one that completed), the attempts that reported no usage (their worker was
-  killed), and whether the queue's usage counters equal the sum of the records (no attempt
-  counted twice, none missed);
+  attempt but the one that completed), of which the attempts lost with a killed worker (metered
+  from what they streamed, estimated: ``workers.lost_attempts``; the run waits, the workers
+  still up, until none is left unmetered), the attempts with no usage (and of them the lost
+  attempts still unmetered), and whether the queue's usage counters equal the sum of the
+  records (no attempt counted twice, none missed);
 - takeover after a kill, p50/p99, for the killed worker's jobs that had streamed output (a
   ``restarted`` marker): from the kill to the next attempt's start. A SIGKILLed worker cannot
   hand anything back; its presence lapses (``--presence``, default 1.2 s) and a surviving worker
@@ -236,12 +238,22 @@ class Soak:
         elapsed = time.monotonic() - began
         self.done.set()
         await killer
+        unmetered = await self.lost_metered()
         await self.stop_fleet()
         report = await self.audit()
+        report["spend"].unmetered = unmetered
         report["elapsed"] = elapsed
         for viewer in viewers:
             viewer.cancel()
         return report
+
+    async def lost_metered(self, within: float = 15.0) -> int:
+        """Waits (the fleet still running) until the workers metered every attempt lost with a
+        killed worker; returns how many were left unmetered."""
+        deadline = time.monotonic() + within
+        while (left := len(await self.queue.lost_attempts(1000))) and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        return left
 
     async def audit(self) -> dict[str, Any]:
         k = self.queue.keys
@@ -323,6 +335,11 @@ class Spend:
 
     totals: Counter[str] = field(default_factory=Counter)
     discarded_nanos: int = 0
+    lost: int = 0
+    """Attempts lost with a killed worker, metered from what they streamed (estimated)."""
+    lost_nanos: int = 0
+    unmetered: int = 0
+    """Lost attempts the workers had not metered when the run ended."""
     metered: int = 0
     attempts: int = 0
     counters_match: bool = False
@@ -335,8 +352,12 @@ class Spend:
             if entry.get("usage") is None:
                 continue
             self.metered += 1
+            cost = int(entry["usage"].get("cost_nanos", 0))
             if entry["outcome"] != "completed":
-                self.discarded_nanos += int(entry["usage"].get("cost_nanos", 0))
+                self.discarded_nanos += cost
+            if entry["outcome"] == "lease_expired":
+                self.lost += 1
+                self.lost_nanos += cost
 
     def rows(self) -> list[tuple[str, Any]]:
         total = self.totals["cost_nanos"]
@@ -345,7 +366,10 @@ class Spend:
             ("total cost (records)", f"${total / NANOS_PER_USD:.6f}"),
             ("cost of discarded attempts",
              f"${self.discarded_nanos / NANOS_PER_USD:.6f} ({share:.1%} of the total)"),
-            ("attempts with no usage report (killed)", self.attempts - self.metered),
+            ("of which lost with a killed worker (estimated)",
+             f"${self.lost_nanos / NANOS_PER_USD:.6f} ({self.lost} attempts)"),
+            ("attempts with no usage (lost attempts unmetered)",
+             f"{self.attempts - self.metered} ({self.unmetered})"),
             ("usage counters = sum of the records", _met(self.counters_match)),
         ]  # fmt: skip
 

@@ -41,6 +41,7 @@ from ._outbox import ConsumerInfo, OutboxEntry, OutboxGroup
 from ._patch_guard import PatchGuard, pinned
 from ._pull import Pulled, PulledJob
 from ._queue import Queue
+from ._queue_lost import LostAttempt
 from ._queue_stats import QueueStats
 from ._reader_link import ReaderLink, reader_links
 from ._retrying import TRANSIENT
@@ -90,6 +91,7 @@ __all__ = [
     "JobStatus",
     "JsonCodec",
     "Keys",
+    "LostAttempt",
     "OutboxEntry",
     "OutboxGroup",
     "PatchGuard",

@@ -2,8 +2,8 @@
 
 One builder per script, shared by the queue, the worker and the tests that drive the scripts
 one step at a time, so a script's signature is written down once in Python. Every one of them
-ends its keys with ``Keys.books`` (fair share and job index), which the script reads with
-``books_at`` (``genq/lua/_lib.lua``).
+that moves a job ends its keys with ``Keys.books`` (fair share and job index), which the
+script reads with ``books_at`` (``genq/lua/_lib.lua``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,15 @@ from typing import Any
 from ._cluster import Call
 from ._queue_base import QueueBase, ms
 from ._usage import USAGE_DAYS_KEPT
+
+USAGE_KEPT_MS = ms(USAGE_DAYS_KEPT * 86400)
+"""How long a day's usage counters are kept after their last write (ms)."""
+
+
+def usage_counters(queue: QueueBase) -> list[str]:
+    """The counters a metered attempt adds to: today's (UTC) and of all time."""
+    k = queue.keys
+    return [k.usage_day(datetime.now(UTC).date().isoformat()), k.usage_total]
 
 
 def activate_call(queue: QueueBase, job_id: str, token: str, lease: float) -> Call:
@@ -36,15 +45,13 @@ def settle_call(
     """``outcome``: complete | retry | fail | cancel | release (see settle.lua); ``metered``:
     the attempt's usage (:meth:`genq.ActiveJob.meter`), counted under today's UTC date."""
     k = queue.keys
-    day = datetime.now(UTC).date().isoformat()
     keys = [
         k.job(job_id), k.events(job_id), k.leases, k.scheduled, k.ready, k.dead, k.rank,
-        k.idempotency(idempotency_key), k.signal, k.usage_day(day), k.usage_total, *k.books,
+        k.idempotency(idempotency_key), k.signal, *usage_counters(queue), *k.books,
     ]  # fmt: skip
     args = [
         job_id, token, outcome, data, ms(delay), reason, ms(queue.result_ttl),
-        ms(queue.dead_ttl), queue.events_max_len, k.dead_letters, metered,
-        ms(USAGE_DAYS_KEPT * 86400),
+        ms(queue.dead_ttl), queue.events_max_len, k.dead_letters, metered, USAGE_KEPT_MS,
     ]  # fmt: skip
     return keys, args
 
@@ -53,13 +60,21 @@ def reclaim_call(queue: QueueBase, job_id: str, idempotency_key: str) -> Call:
     k = queue.keys
     keys = [
         k.job(job_id), k.events(job_id), k.leases, k.ready, k.dead,
-        k.idempotency(idempotency_key), k.signal, *k.books,
+        k.idempotency(idempotency_key), k.signal, k.lost, *k.books,
     ]  # fmt: skip
     args = [
         job_id, ms(queue.result_ttl), ms(queue.dead_ttl), queue.events_max_len, idempotency_key,
         k.dead_letters,
     ]  # fmt: skip
     return keys, args
+
+
+def meter_lost_call(queue: QueueBase, job_id: str, attempt: int, metered: str) -> Call:
+    """``metered``: the lost attempt's estimated usage (:func:`genq._usage.encode_meter`),
+    counted under today's UTC date."""
+    k = queue.keys
+    keys = [k.job(job_id), k.lost, *usage_counters(queue)]
+    return keys, [job_id, attempt, metered, USAGE_KEPT_MS]
 
 
 def cancel_call(queue: QueueBase, job_id: str, idempotency_key: str) -> Call:

@@ -216,6 +216,13 @@ class Keys:
         """hash: all the usage ever settled, fields as in :meth:`usage_day`."""
         return f"{self.tag}:usage"
 
+    @cached_property
+    def lost(self) -> str:
+        """hash: ``<job id>\\0<attempt>`` -> what a lost attempt streamed (JSON), written by
+        ``reclaim.lua`` when it takes the attempt back and removed by ``meter_lost.lua`` when
+        its estimated usage is metered (:meth:`genq.Queue.lost_attempts`)."""
+        return f"{self.tag}:lost"
+
     def extra(self, name: str) -> str:
         """A key for a layer built on the queue (history, audit log, cooldowns)."""
         return f"{self.tag}:x:{name}"

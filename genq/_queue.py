@@ -15,6 +15,7 @@ from ._queue_actions import JobActions
 from ._queue_dead_letters import DeadLetters
 from ._queue_events import JobEvents
 from ._queue_extras import Extras
+from ._queue_lost import LostAttempts
 from ._queue_pacing import Pacing
 from ._queue_producing import Producing
 from ._queue_pulling import Pulling
@@ -39,6 +40,7 @@ class Queue(
     JobActions,
     DeadLetters,
     Pulling,
+    LostAttempts,
 ):
     """A durable job queue with a per-job output stream, on one Redis (Cluster slot).
 

@@ -41,6 +41,7 @@ NAMES = (
     "clear_cooldown",
     "presence",
     "admit",
+    "meter_lost",
 )
 
 
@@ -217,6 +218,7 @@ class Scripts:
     clear_cooldown: Script
     presence: Script
     admit: Script
+    meter_lost: Script
 
 
 def raise_for(code: int, job_id: str) -> None:

@@ -244,13 +244,19 @@ async def charge(
     job_id: str,
     cost_nanos: int,
     now: float | None = None,
+    lost_attempt: int | None = None,
 ) -> bool:
     """Replaces the job's open reservation with ``cost_nanos`` on the spend of the current UTC
-    day and month. Idempotent: False (nothing written) when the job holds no reservation."""
+    day and month. Idempotent: False (nothing written) when the job holds no reservation.
+
+    ``lost_attempt``: charges that attempt of the job, lost with its worker, instead: its cost
+    is added to the spend and the reservation stays open for the job's next attempt. False when
+    it was charged already (remembered while the reservation is open: see budget_charge.lua)."""
     periods = Periods.at(time.time() if now is None else now)
+    lost = "" if lost_attempt is None else str(int(lost_attempt))
     reply = await _script(redis, "charge")(
         keys=[GatewayKeys(namespace).budget(tenant)],
-        args=[job_id, max(0, int(cost_nanos)), periods.day, periods.month],
+        args=[job_id, max(0, int(cost_nanos)), periods.day, periods.month, lost],
     )
     return bool(int(reply[0]))
 

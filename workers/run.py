@@ -37,6 +37,7 @@ from workers.drain import Drain
 from workers.handler import GenerationHandler
 from workers.logs import configure as configure_logging
 from workers.logs import log_failure
+from workers.lost_attempts import LostAttemptMeter
 from workers.metering import Metering
 from workers.settings import WorkerSettings
 
@@ -54,6 +55,8 @@ class WorkerProcess:
     handlers: dict[str, GenerationHandler] = field(default_factory=dict)
     stats: EmitStats = field(default_factory=EmitStats)
     metering: Metering = field(default_factory=Metering)
+    lost: LostAttemptMeter | None = None
+    """Meters the attempts of these queues that were lost with their worker."""
 
     @classmethod
     def build(cls, settings: WorkerSettings, redis: RedisClient) -> WorkerProcess:
@@ -92,12 +95,15 @@ class WorkerProcess:
                 on_error=log_failure,
                 presence=settings.presence,
             )
+        process.lost = LostAttemptMeter(list(process.queues.values()), process.metering)
         return process
 
     async def start(self) -> None:
         await self.publish_models()
         for worker in self.workers.values():
             await worker.start()
+        if self.lost is not None:
+            self.lost.start()
 
     async def publish_models(self) -> None:
         """Publishes the prices of the models this process serves (the gateway reserves
@@ -114,6 +120,8 @@ class WorkerProcess:
         await self.close_handlers()
 
     async def close_handlers(self) -> None:
+        if self.lost is not None:
+            await self.lost.stop()
         for handler in self.handlers.values():
             await handler.aclose()
 

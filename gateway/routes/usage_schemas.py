@@ -26,7 +26,9 @@ class UsageCounts(BaseModel):
         description="Of the completion tokens, those spent reasoning, as providers reported them",
     )
     cost_usd: float = 0.0
-    attempts: int = Field(default=0, description="Attempts that reported usage")
+    attempts: int = Field(
+        default=0, description="Attempts metered, those lost with their worker included"
+    )
     estimated_attempts: int = Field(
         default=0, description="Of those, attempts whose usage genq estimated (none reported)"
     )

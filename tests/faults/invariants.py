@@ -27,7 +27,11 @@
    record expired and that waits in the expiry set for the next pick to drop it.
 9. **Usage counted once**: while every job of the queue still has its record, the queue's
    usage counters (all time) hold exactly the sum of the records' usage, and one ``attempts``
-   per metered attempt in the records' histories: no settle counted twice, none missed.
+   per metered attempt in the records' histories: no settle counted twice, none missed. An
+   attempt lost with its worker (``lease_expired``) is in that sum once metered
+   (``Queue.meter_lost``), and until then filed in the lost-attempts hash: each one is either
+   metered or filed, never both, never neither (a filed attempt no record lists, of a job
+   deleted or whose custom id was enqueued again, is dropped unmetered by the next meter).
 10. **Every hold is a lease**: the holders hash and the holds set name the same (job, worker)
     pairs, and each of those jobs is in the lease set: a lease that ended left no hold behind
     for presence.lua to expire.
@@ -442,11 +446,18 @@ async def check_usage(queue: Queue) -> list[str]:
         return []  # a record expired: its usage stays counted, the sum cannot be redone
     expected: dict[str, int] = {}
     metered = 0
-    for _, usage, history in records:
+    filed = {_s(f) for f in await redis.hkeys(k.lost)}
+    for job_id, (_, usage, history) in zip(ids, records, strict=True):
         for name, n in json.loads(_s(usage) if usage else "{}").items():
             if name != "estimated":
                 expected[name] = expected.get(name, 0) + int(n)
-        metered += sum(1 for a in json.loads(_s(history) if history else "[]") if "usage" in a)
+        attempts = json.loads(_s(history) if history else "[]")
+        metered += sum(1 for a in attempts if "usage" in a)
+        for a in attempts:
+            if a["outcome"] == "lease_expired":
+                key = f"{job_id}\0{a['attempt']}"
+                if ("usage" in a) == (key in filed):
+                    return [f"lost attempt {key!r}: metered and filed, or neither"]
     counted: dict[str, int] = {}
     for field_name, value in counters.items():
         name = _s(field_name).split("\0")[2]
