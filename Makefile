@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install dev test test-core chaos check format bench soak browser node-deps clean
+.PHONY: install dev test test-core chaos check format bench soak browser node-deps usechat clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,7 @@ dev: install
 ## The whole suite, against a throwaway server (or GENQ_TEST_REDIS_URL). Three pytest-xdist
 ## workers (a test file stays on one, each starts its own server): most tests wait on
 ## processes, browsers and timers, so three at once keep two cores busy.
-test: install browser node-deps
+test: install browser node-deps usechat
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 TEST_WORKERS ?= 3
@@ -39,9 +39,15 @@ chaos: install
 browser:
 	bash .ci/install-browser
 
-## The official openai npm package, pinned by tests/node/package-lock.json (Node 20+).
+## The npm packages the Node tests drive (the official openai package, the AI SDK's `ai`),
+## pinned by tests/node/package-lock.json (Node 20+).
 node-deps:
 	npm ci --prefix tests/node --no-audit --no-fund
+
+## The useChat example (examples/usechat), pinned by its lockfile and built for its browser test.
+usechat:
+	npm ci --prefix examples/usechat --no-audit --no-fund
+	npm run build --prefix examples/usechat
 
 ## Lint, types (mypy strict on every package) and the floors (import-linter contracts).
 check: install

@@ -16,6 +16,10 @@ worker (in this process) makes every generation emit ``--rate`` chunks per secon
 - ``unpatched`` (not in the default ``--readers``): ``shared`` with the gateway's sse-starlette
   patch off (gateway/streaming/_sse_patches.py: sse-starlette's own send, as on an untested
   release); ``unpatched / shared`` is what the patch buys.
+- ``ui``: the gateway as shipped, each generation a ``useChat`` chat (``POST /v1/ui/chat``) and
+  each viewer its resume (``GET /v1/ui/chat/{id}/stream``): the AI SDK's UI message stream,
+  made per viewer from the same shared tail. ``ui / shared`` is what that stream costs per
+  event (the target: at most 1.5x the gateway CPU per event).
 
 For each run it prints the event loop and HTTP parser each gateway process runs (uvicorn's
 ``auto``: uvloop and httptools when installed); the Redis connections the gateway held (in
@@ -41,7 +45,7 @@ viewer closes its connection as soon as it has read its terminal event, as the g
 and the web page do.
 
     .venv/bin/python -m bench.fanout [--viewers 1000,5000] [--generations 50] [--rate 5]
-                                     [--duration 10] [--readers shared,naive,raw] [--repeat 2]
+                                     [--duration 10] [--readers shared,naive,raw,ui] [--repeat 2]
                                      [--workers 1]
 
 ``FANOUT_PROFILE=/tmp/gw.prof`` writes a cProfile of each gateway process (``.<pid>``).
@@ -58,6 +62,7 @@ import gc
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -85,11 +90,16 @@ SAMPLE_EVERY = 10
 """Every 10th viewer times each event it gets (the delays are a 10% sample of viewers)."""
 SERVE_ENV = "FANOUT_SERVE"
 """How the ``serve`` role passes its settings to the app factory in each worker process."""
+DONE = b"data: [DONE]"
+"""The end of a UI message stream (the native stream ends after its terminal event)."""
 INFO_TAG = "fanout-gateway: "
 GC_TAG = "fanout-gc: "
 """How each gateway process reports, at its shutdown, the garbage collector's pauses."""
 TARGET_P99_MS = 100
 """The delivery delay the issue asks for at 5,000 viewers per process."""
+TARGET_UI_RATIO = 1.5
+"""The most gateway CPU per event the UI message stream may cost, against the native SSE's."""
+UI_CHAT = "/v1/ui/chat"
 
 
 # -- the gateway process ------------------------------------------------------------------------
@@ -352,7 +362,7 @@ class Viewer(asyncio.Protocol):
         self.count += (self.tail[-4:] + data).count(b"\nid: ")
         joined = self.tail + data
         self.tail = joined[-16:]
-        if b"event: completed" in joined or b"event: failed" in joined:
+        if b"event: completed" in joined or b"event: failed" in joined or DONE in joined:
             self._finish(ok=True)
 
     def _unchunk(self) -> None:
@@ -390,7 +400,7 @@ class Viewer(asyncio.Protocol):
                 ms, _, seq = line[4:].partition(b"-")
                 self.ids.append((int(ms), int(seq)))
                 self.stats.delays.append(now_ms - int(ms))
-            elif line in (b"event: completed", b"event: failed", b"event: cancelled"):
+            elif line in (b"event: completed", b"event: failed", b"event: cancelled", DONE):
                 self.stats.end_delays.append(self.stats.delays[-1])
                 self._finish(ok=True)
 
@@ -427,8 +437,9 @@ async def view(args: argparse.Namespace, jobs: list[str]) -> None:
     viewers: list[Viewer] = []
     for i in range(args.viewers):
         job = jobs[i % len(jobs)]
+        path = f"{UI_CHAT}/{job}/stream" if args.ui else f"/v1/generations/{job}/events"
         request = (
-            f"GET /v1/generations/{job}/events HTTP/1.1\r\nHost: bench\r\n"
+            f"GET {path} HTTP/1.1\r\nHost: bench\r\n"
             f"Authorization: Bearer {API_KEY}\r\nAccept: text/event-stream\r\n\r\n"
         ).encode()
         sampled = i % SAMPLE_EVERY == 0
@@ -659,7 +670,8 @@ async def one_run(
                 producer = Producer(args.rate, args.duration)
                 queue = Queue(redis, prefix=f"{namespace}:{PROVIDER}")
                 async with queue.worker(producer.handle, concurrency=args.generations):
-                    jobs = await enqueue(url, args.generations)
+                    start = open_chats if reader == "ui" else enqueue
+                    jobs = await start(url, args.generations)
                     while producer.started < args.generations:
                         await asyncio.sleep(0.01)
                     result, write_cpu = await measure(
@@ -730,6 +742,22 @@ async def enqueue(url: str, count: int) -> list[str]:
         return ids
 
 
+async def open_chats(url: str, count: int) -> list[str]:
+    """One ``useChat`` chat per generation: each POST answers its UI message stream, which is
+    left at once (a dropped connection cancels nothing); the viewers resume the chats."""
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
+        chats = []
+        for i in range(count):
+            chat = f"bench-{i}"
+            said = {"id": "m1", "role": "user", "parts": [{"type": "text", "text": str(i)}]}
+            body = {"id": chat, "messages": [said], "model": MODEL}
+            async with client.stream("POST", UI_CHAT, json=body) as response:
+                response.raise_for_status()
+            chats.append(chat)
+        return chats
+
+
 async def measure(
     args: argparse.Namespace,
     run: Run,
@@ -760,6 +788,7 @@ async def measure(
             str(args.rate),
             "--duration",
             str(args.duration),
+            *(["--ui"] if run.reader == "ui" else []),
             stdout=asyncio.subprocess.PIPE,
         )
         assert viewer_proc.stdout is not None
@@ -903,6 +932,9 @@ async def orchestrate(args: argparse.Namespace) -> int:
         for info in GATEWAY_INFO:
             print(f"gateway process {info['pid']}: {info['loop']}, {info['http']}", flush=True)
         results: list[Result] = []
+        ui_pairs: dict[int, list[float]] = {}
+        """Per viewer count: ui / shared gateway CPU per event of each interleaved pair of runs
+        (adjacent in time, so under about the same load)."""
         for count in counts:
             runs: dict[str, list[Result]] = {reader: [] for reader in readers}
             for _ in range(args.repeat):
@@ -911,6 +943,10 @@ async def orchestrate(args: argparse.Namespace) -> int:
                     result.redis_read_cpu = max(0.0, result.redis_cpu - write_cpu)
                     print(table([result]).splitlines()[-1], flush=True)
                     runs[reader].append(result)
+                if {"shared", "ui"} <= runs.keys():
+                    shared, ui = runs["shared"][-1], runs["ui"][-1]
+                    ratio = (ui.us_per_event or 0) / max(1e-3, shared.us_per_event or 0)
+                    ui_pairs.setdefault(count, []).append(ratio)
             for reader in readers:
                 # Other work on a shared machine only ever slows a run down: keep the best.
                 best = min(runs[reader], key=lambda r: r.p99 if r.p99 is not None else 0)
@@ -945,6 +981,17 @@ async def orchestrate(args: argparse.Namespace) -> int:
                     f"{(unpatched.us_per_event or 0) / max(1e-3, shared.us_per_event or 0):.2f}x "
                     f"gateway CPU per event"
                 )
+            if {"shared", "ui"} <= pair.keys():
+                shared, ui = pair["shared"], pair["ui"]
+                median = statistics.median(ui_pairs[count])
+                verdict = "met" if median <= TARGET_UI_RATIO else "missed"
+                print(
+                    f"{count} viewers: ui / shared (the AI SDK's UI message stream, same run) = "
+                    f"{median:.2f}x gateway CPU per event, the median of each interleaved pair's "
+                    f"({', '.join(f'{r:.2f}x' for r in ui_pairs[count])}), "
+                    f"{(ui.p99 or 0) / max(1e-3, shared.p99 or 0):.2f}x p99 (best rows); "
+                    f"target {TARGET_UI_RATIO}x CPU: {verdict}"
+                )
             if "shared" in pair and pair["shared"].p99 is not None:
                 p99 = pair["shared"].p99
                 verdict = "met" if p99 <= TARGET_P99_MS else "missed"
@@ -960,7 +1007,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--generations", type=int, default=50)
     parser.add_argument("--rate", type=float, default=5.0, help="chunks/s per generation")
     parser.add_argument("--duration", type=float, default=10.0)
-    parser.add_argument("--readers", default="shared,naive,raw")
+    parser.add_argument("--readers", default="shared,naive,raw,ui")
     parser.add_argument("--repeat", type=int, default=2, help="runs per row; the best is kept")
     parser.add_argument(
         "--workers", type=int, default=1, help="gateway processes, as `genq serve --workers N`"
@@ -970,7 +1017,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     s.add_argument("--redis-url", required=True)
     s.add_argument("--namespace", required=True)
     s.add_argument("--port", type=int, required=True)
-    s.add_argument("--reader", choices=["shared", "naive", "raw", "unpatched"], default="shared")
+    s.add_argument(
+        "--reader", choices=["shared", "naive", "raw", "unpatched", "ui"], default="shared"
+    )
     s.add_argument("--workers", type=int, default=1)
 
     v = sub.add_parser("view")
@@ -979,6 +1028,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     v.add_argument("--viewers", type=int, required=True)
     v.add_argument("--rate", type=float, required=True)
     v.add_argument("--duration", type=float, required=True)
+    v.add_argument("--ui", action="store_true", help="resume useChat chats (UI message streams)")
     return parser.parse_args(argv)
 
 

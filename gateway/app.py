@@ -34,6 +34,7 @@ from .routes.docs import mount_docs
 from .routes.web import mount_web
 from .settings import Settings
 from .state import Gateway
+from .ui_chat import routes as ui_chat
 
 API_DESCRIPTION = """\
 Durable AI generations: enqueue, stream over resumable SSE, cancel, wait for the result.
@@ -98,6 +99,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(models.router)
     app.include_router(responses.router)
     app.include_router(chat.router)
+    app.include_router(ui_chat.router)
     app.include_router(pull_routes.router)
     mount_web(app, settings.resolved_web_dir())
     if settings.docs:

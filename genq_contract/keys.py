@@ -100,3 +100,10 @@ class GatewayKeys:
         """string: the token of the request accepting this ``<tenant>:<Idempotency-Key>`` now
         (short-lived; ``gateway.admission.limits.Limiter.claim``)."""
         return self._key(f"idem-claim:{scoped_key}")
+
+    def ui_chat(self, tenant: str, chat_id: str) -> str:
+        """string: the id of the generation a ``useChat`` chat last started (``POST
+        /v1/ui/chat``), the one its resume and Stop act on; it expires ``GENQ_RESULT_TTL``
+        after a request last found it (``gateway.ui_chat.active``). A chat id holds no ``:``,
+        so the tenant before it is unambiguous."""
+        return self._key(f"uichat:{tenant}:{chat_id}")

@@ -12,15 +12,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from genq import TERMINAL, Job, JobStatus
+from genq import JobStatus
 
 from ..access.owned_jobs import OwnedJob, load_owned_job
-from ..admission.budgets import release_if_never_ran
+from ..admission.cancel import cancel
 from ..deps import GatewayDep, PrincipalDep
-from ..errors import RateLimited
 from ..state import Gateway
 from ..streaming.sse import StreamHold, stream_hold
-from ..streaming.terminal import wait_for_end
+from ..streaming.terminal import settled
 from .accept import IdempotencyKey, accept
 from .connection_bound import end_or_leave, tied
 from .errors import OpenAIError, OpenAIRoute
@@ -30,9 +29,6 @@ from .response_events import current_output, response_stream
 from .schemas import ResponseCreate
 
 router = APIRouter(prefix="/v1/responses", tags=["openai"], route_class=OpenAIRoute)
-
-CANCEL_SETTLE = 5.0
-"""Seconds a cancel waits for a running generation's worker to stop it."""
 
 
 async def as_response(owned: OwnedJob) -> dict[str, Any]:
@@ -116,28 +112,11 @@ async def cancel_response(
     one is stopped by its worker's next step: the answer waits a little for that, and shows
     ``cancelled`` with the usage of what was generated."""
     owned = await load_owned_job(gateway, job_id_of(response_id), principal.tenant)
-    cancelled = await owned.queue.cancel(owned.job.id)
-    job = await owned.queue.get(owned.job.id) or owned.job
-    if cancelled:  # a job that never ran gives its budget reservation back now
-        await release_if_never_ran(gateway.redis, gateway.settings, job)
-    if cancelled and job.status not in TERMINAL:
-        job = await _settle(gateway, OwnedJob(owned.provider, owned.queue, job), principal.tenant)
+    cancelled, job = await cancel(gateway, owned)
+    if cancelled:
+        job = await settled(gateway, OwnedJob(owned.provider, owned.queue, job), principal.tenant)
     view = OwnedJob(owned.provider, owned.queue, job)
     body = await as_response(view)
     if cancelled and job.status is not JobStatus.CANCELLED:
         body["status"] = "cancelled"  # cancel() returned True: it settles cancelled
     return JSONResponse(body)
-
-
-async def _settle(gateway: Gateway, owned: OwnedJob, tenant: str) -> Job:
-    """The job once its worker stopped it (``CANCEL_SETTLE`` at most), waited for in one of
-    the tenant's wait holds; with none free, the job as it is: the cancel is done either way,
-    and a 429 would say it was not."""
-    try:
-        release = gateway.open_waits.take(tenant)
-    except RateLimited:
-        return owned.job
-    try:
-        return await wait_for_end(gateway, owned, CANCEL_SETTLE)
-    finally:
-        release()

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, ValidationError
 from genq import TERMINAL, JobStatus
 
 from ..access.owned_jobs import load_owned_job, tenant_of
-from ..admission.budgets import release_if_never_ran
+from ..admission.cancel import cancel
 from ..admission.schemas import (
     BatchCreated,
     BatchItem,
@@ -162,12 +162,8 @@ async def cancel_generation(
 
     ``cancelled`` is true when it will not produce a result. Takes a watch token too."""
     owned = await load_owned_job(gateway, job_id, tenant)
-    cancelled = await owned.queue.cancel(job_id)
-    gateway.metrics.cancels.labels(owned.provider).inc()
-    job = await owned.queue.get(job_id)
-    if cancelled:  # a job that never ran gives its budget reservation back now
-        await release_if_never_ran(gateway.redis, gateway.settings, job)
-    return CancelResult(cancelled=cancelled, status=(job or owned.job).status.value)
+    cancelled, job = await cancel(gateway, owned)
+    return CancelResult(cancelled=cancelled, status=job.status.value)
 
 
 @router.get(

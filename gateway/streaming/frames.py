@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from genq import StreamEntry
 from genq_contract.spend import Usage
@@ -23,7 +24,15 @@ a few C0 controls, which model output may carry: it would cut a ``data:`` JSON i
 def frame(entry: StreamEntry) -> bytes:
     lines = "".join(f"data: {line}\n" for line in SSE_LINE_BREAK.split(entry.data))
     totals = ""
-    if entry.usage is not None and entry.terminal:
-        shown = json.dumps(Usage.from_counts(json.loads(entry.usage)).as_json())
-        totals = f"event: usage\ndata: {shown}\n\n"
+    usage = usage_totals(entry)
+    if usage is not None:
+        totals = f"event: usage\ndata: {json.dumps(usage)}\n\n"
     return f"{totals}id: {entry.id}\nevent: {entry.type}\n{lines}\n".encode()
+
+
+def usage_totals(entry: StreamEntry) -> dict[str, Any] | None:
+    """The usage totals a terminal entry carries, in the shape every reader shows
+    (``Usage.as_json``); None for any other entry, or one without."""
+    if entry.usage is None or not entry.terminal:
+        return None
+    return Usage.from_counts(json.loads(entry.usage)).as_json()

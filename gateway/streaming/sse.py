@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 from sse_starlette.sse import SendTimeoutError
@@ -45,12 +45,15 @@ class StreamHold:
         self._send_timeout = gateway.settings.sse_send_timeout
         self.responded = False
 
-    def respond(self, content: AsyncIterator[bytes]) -> HeldStream:
+    def respond(
+        self, content: AsyncIterator[bytes], headers: Mapping[str, str] = HEADERS
+    ) -> HeldStream:
         """The stream of ``content`` (SSE bytes), which takes the hold over: it frees it when
-        it ends. Keepalives are the content's own (the shared tail's heartbeat)."""
+        it ends. Keepalives are the content's own (the shared tail's heartbeat). ``headers``:
+        a stream whose client expects others (the AI SDK's) gives its own."""
         self.responded = True
         return HeldStream(
-            content, self.ending, ping=0, send_timeout=self._send_timeout, headers=HEADERS
+            content, self.ending, ping=0, send_timeout=self._send_timeout, headers=headers
         )
 
 

@@ -1,5 +1,6 @@
-"""Waiting for a generation's end on the shared tail: the result route and the OpenAI routes'
-non-streamed calls wait here, holding no Redis connection while they do."""
+"""Waiting for a generation's end on the shared tail: the result route, the OpenAI routes'
+non-streamed calls and the Stops that answer once the generation stopped wait here, holding no
+Redis connection while they do."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import contextlib
 from genq import TERMINAL, Event, Job, Tail, cancel_and_wait
 
 from ..access.owned_jobs import OwnedJob
-from ..errors import NotFound
+from ..errors import NotFound, RateLimited
 from ..state import Gateway
+
+CANCEL_SETTLE = 5.0
+"""Seconds a Stop waits for a running generation's worker to stop it."""
 
 
 async def _until_terminal(tail: Tail, job_id: str, last: Event | None) -> None:
@@ -38,3 +42,19 @@ async def wait_for_end(gateway: Gateway, owned: OwnedJob, timeout: float) -> Job
     if job is None:
         raise NotFound("generation not found")
     return job
+
+
+async def settled(gateway: Gateway, owned: OwnedJob, tenant: str) -> Job:
+    """The job once its worker stopped it after a cancel (``CANCEL_SETTLE`` at most), waited
+    for in one of the tenant's wait holds; with none free, the job as it is: the cancel is done
+    either way, and a 429 would say it was not."""
+    if owned.job.status in TERMINAL:
+        return owned.job
+    try:
+        release = gateway.open_waits.take(tenant)
+    except RateLimited:
+        return owned.job
+    try:
+        return await wait_for_end(gateway, owned, CANCEL_SETTLE)
+    finally:
+        release()

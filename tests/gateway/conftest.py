@@ -26,6 +26,7 @@ from gateway.settings import Settings
 from gateway.state import Gateway
 from genq import ActiveJob, Queue, RetryJobError, TerminalJobError
 from genq_cli.embedded_redis import free_port
+from tests.fakes.fixtures import fake
 
 SECRET = "test-secret-for-watch-tokens-0123456789"
 KEY_ALPHA = "key-alpha-7f3a9c"
@@ -361,3 +362,6 @@ async def wait_until(predicate: Any, timeout: float = 5.0, interval: float = 0.0
         # The state lives on another thread's loop: nothing here could be awaited.
         while not predicate():
             await asyncio.sleep(interval)
+
+
+__all__ = ["fake"]  # the fake OpenAI server of the modules that stream from one

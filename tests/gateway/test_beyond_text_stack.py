@@ -34,12 +34,6 @@ THOUGHT = "Two tools, then an answer."
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def stack(redis_url: str, fake: FakeOpenAI, request: pytest.FixtureRequest) -> Iterator[Stack]:
     env = fake_openai_env(fake.base_url)
     with running_stack(redis_url, f"gateway-{request.module.__name__}", **env) as running:

@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from tests.e2e.browser import DEV_KEY, Stack, running_stack
+from tests.fakes.fixtures import fake
 
 STACK_ENV = {
     "GENQ_DEMO_FAULTS": "1",
@@ -38,3 +39,6 @@ def sdk_client(stack: Stack, key: str = DEV_KEY) -> openai.OpenAI:
 def client(stack: Stack) -> Iterator[openai.OpenAI]:
     with sdk_client(stack) as sdk:
         yield sdk
+
+
+__all__ = ["fake"]  # the fake OpenAI server of the modules that stream from one

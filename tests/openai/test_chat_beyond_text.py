@@ -38,12 +38,6 @@ THOUGHT = "The user wants two things; I will call both tools."
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def stack(redis_url: str, fake: FakeOpenAI, request: pytest.FixtureRequest) -> Iterator[Stack]:
     env = fake_openai_env(fake.base_url)
     models = {"GENQ_MODELS": f"demo/fast,{MODEL},{REASONER}"}

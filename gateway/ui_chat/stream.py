@@ -1,0 +1,71 @@
+"""The UI message stream of one generation, from its first event, fed by the shared tail.
+
+Every stream starts at the generation's start (the AI SDK's resume is a replay) and goes on live
+until it ends: ``finish`` then ``data: [DONE]`` (:mod:`gateway.ui_chat.ui_parts`). A stream the
+gateway ends first (``GENQ_SSE_MAX_DURATION``, a viewer too far behind, the gateway stopping)
+ends with an ``error`` part saying how to resume it. A client that leaves only stops watching:
+these routes never cancel for a dropped connection (that is what resume is for).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from genq import CursorRefused, ViewerLagged
+
+from ..access.owned_jobs import OwnedJob
+from ..state import Gateway
+from ..streaming.sse import Ending
+from .ui_parts import DONE, KEEPALIVE, UIParts, data_frame
+
+HEADERS = {
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",
+    "x-vercel-ai-ui-message-stream": "v1",
+}
+"""What the AI SDK's transport expects of a UI message stream (``text/event-stream`` is
+every stream's)."""
+
+
+def cut(chat_id: str) -> bytes:
+    """The end of a stream that ended before its generation did."""
+    error = (
+        "the stream ended before the generation did (the gateway's GENQ_SSE_MAX_DURATION, or "
+        f"it is stopping): GET /v1/ui/chat/{chat_id}/stream resumes it"
+    )
+    return data_frame({"type": "error", "errorText": error}).encode() + DONE
+
+
+async def ui_stream(
+    gateway: Gateway,
+    owned: OwnedJob,
+    chat_id: str,
+    message_id: str,
+    until: float,
+    ending: Ending,
+) -> AsyncIterator[bytes]:
+    """The stream's bytes, each batch of the tail one write (an empty one: a keepalive)."""
+    parts = UIParts(owned.job.id)
+    yield parts.opening(message_id)
+    tail = gateway.tails[owned.provider]
+    with contextlib.suppress(ViewerLagged, CursorRefused):
+        async with contextlib.aclosing(tail.follow(owned.job.id, None, until=until)) as batches:
+            async for batch in batches:
+                if not batch:
+                    yield KEEPALIVE
+                    continue
+                if len(batch) == 1:
+                    frames = parts.frames(batch[0])
+                else:
+                    frames = b"".join([parts.frames(entry) for entry in batch])
+                if batch[-1].terminal:
+                    ending.begin()
+                    frames += DONE
+                if frames:  # progress events, say, show nothing
+                    yield frames
+    if ending.turn is None:
+        yield cut(chat_id)
+        return
+    ending.release()
+    await ending.turn
