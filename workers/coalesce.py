@@ -5,6 +5,9 @@ jobs cost 64 round trips per token time. :class:`EmitBatcher` (one per queue, sh
 queue's running jobs) buffers each job's text and, when the oldest buffered text of *any* job is
 ``window`` old (10 ms by default) or a job has ``max_chars`` waiting, sends every job's
 buffered text in one round trip (``genq.emit_many``): one chunk per job, one pipeline for all.
+The first delta or event an emitter is given (an attempt's first token) is sent at once, with
+whatever else is buffered: the window saves round trips on a stream that is flowing, and would
+only add to the time to first token, which a reader waits through with nothing on screen.
 
 Every event type goes through it: ``write(text, kind, index)`` deltas of one kind (``chunk`` by
 default; ``reasoning``; ``tool_args`` with its call's ``index``) merge with the adjacent ones of
@@ -15,7 +18,8 @@ Guarantees:
 - Order and content: every written character and event of a job is emitted once, in order
   (one flusher per queue, one batch in flight at a time). After a failed emit nothing more of that
   job goes out, so its stream has no gap.
-- Bounded added latency: text waits at most ``window`` before its batch is sent, plus the
+- Bounded added latency: an attempt's first delta waits for no window, only for a batch
+  already in flight; later text waits at most ``window`` before its batch is sent, plus the
   round trip of a batch already in flight (a local round trip is well under 1 ms). If the
   event loop itself is late (CPU saturated, a garbage collection), that lag adds to it.
 - emit keeps its meaning: each job's chunk in a batch renews its lease and reports its cancel
@@ -119,6 +123,8 @@ class _Buffer:
     before: list[tuple[str, Any]] = field(default_factory=list)
     """Events written before that run, not sent yet: (type, data), in order."""
     size: int = 0
+    started: bool = False
+    """Something was written: the attempt's first delta is out or on its way."""
     in_flight: bool = False
     error: BaseException | None = None
     idle: asyncio.Event = field(default_factory=asyncio.Event)  # nothing buffered or in flight
@@ -166,7 +172,7 @@ class BatchedEmitter:
         buf.idle.clear()
         buf.parts.append(text)
         buf.size += len(text)
-        self._batcher._buffered(buf)
+        self._buffered()
         if buf.size >= 8 * self._batcher.max_chars:
             await self._catch_up()
 
@@ -178,9 +184,16 @@ class BatchedEmitter:
         buf.idle.clear()
         buf.before.append((kind, data))
         buf.size += 1
-        self._batcher._buffered(buf)
+        self._buffered()
         if buf.size >= 8 * self._batcher.max_chars:
             await self._catch_up()
+
+    def _buffered(self) -> None:
+        buf = self._buffer
+        self._batcher._buffered(buf)
+        if not buf.started:  # the first token goes out now; the window is for the rest
+            buf.started = True
+            self._batcher._hurry()
 
     async def _catch_up(self) -> None:
         """Backpressure: waits until Redis took this job's buffered events."""

@@ -45,7 +45,7 @@ class WorkerSettings(CommonSettings):
     Kubernetes ``terminationGracePeriodSeconds: 630``)."""
     coalesce_window_ms: float = Field(10.0, ge=0)
     """GENQ_COALESCE_WINDOW_MS: deltas (of all jobs of a provider) arriving within this window
-    share one round trip; 0 = one emit per delta."""
+    share one round trip; 0 = one emit per delta. An attempt's first delta waits for none."""
     coalesce_max_chars: int = Field(2048, ge=1)
     """GENQ_COALESCE_MAX_CHARS: a job with this much text buffered is sent without waiting."""
     redis_socket_timeout: float = Field(5.0, gt=0)

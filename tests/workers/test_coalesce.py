@@ -105,11 +105,29 @@ async def test_batcher_sends_many_jobs_deltas_in_one_round_trip(trips: RoundTrip
 async def test_batcher_sends_a_lone_delta_within_the_window(trips: RoundTrips) -> None:
     batcher = EmitBatcher(trips, window=0.01)
     emitter = batcher.open(Job("a"))
-    written = time.perf_counter()
-    await emitter.write("hello")
+    await emitter.write("hello")  # the first delta waits for no window
     while not trips.batches:
         await asyncio.sleep(0.001)
-    assert 0.009 <= trips.batches[0][0] - written < 0.01 + 0.05  # the window, plus loop slack
+    written = time.perf_counter()
+    await emitter.write(" world")
+    while len(trips.batches) < 2:
+        await asyncio.sleep(0.001)
+    assert 0.009 <= trips.batches[1][0] - written < 0.01 + 0.05  # the window, plus loop slack
+    await batcher.aclose()
+
+
+async def test_batcher_sends_each_emitters_first_delta_at_once(trips: RoundTrips) -> None:
+    batcher = EmitBatcher(trips, window=10.0)
+    first, second = batcher.open(Job("a")), batcher.open(Job("b"))
+    await first.write("a0")
+    await asyncio.sleep(0.05)
+    await first.write("a1")  # not the first: waits for the (long) window
+    await second.write("b0")  # the first of its emitter
+    await asyncio.sleep(0.05)
+    assert [items for _, items in trips.batches] == [
+        [("a", "a0")],
+        [("a", "a1"), ("b", "b0")],  # what was buffered rides along
+    ]
     await batcher.aclose()
 
 

@@ -1,0 +1,210 @@
+"""Time to first token: straight to a provider vs through genq, measured side by side.
+
+One provider, the tests' fake OpenAI-compatible server (``tests/fakes/openai_server.py``, in a
+process of its own), streams ``--tokens`` tokens ``--delay-ms`` apart to every request (the
+first one after ``--delay-ms`` too). A Redis-protocol server, a gateway process and one worker
+process (``python -m workers``, as ``genq worker`` runs it) whose ``openai`` provider points at
+the fake make the genq side. The official ``openai`` SDK (``AsyncOpenAI``) and genq's own
+client make ``--calls`` calls of each kind, one at a time, the kinds taking turns call by call
+so a disturbance hits each alike:
+
+- ``straight``: ``chat.completions.create(stream=True)`` to the fake server itself.
+- ``chat``: the same call to genq's ``/v1/chat/completions`` (model ``openai/gpt-4o-mini``).
+- ``native``: ``POST /v1/generations``, then its SSE events (``GET .../events``) with
+  ``genq_client.AsyncClient``, until the first ``chunk``.
+
+Time to first token runs from the call to the first piece of text the caller holds. Each call
+reads its stream to the end, so the next one starts on an idle stack. It prints p50 / p99 of
+each kind and what genq adds: p50 and p99 of genq minus straight (the figures of one run).
+
+``--concurrent K`` keeps K other streams through genq's chat route running meanwhile (from a
+process of their own), a loaded worker and gateway.
+
+    .venv/bin/python bench/ttft.py [--calls 300] [--tokens 10] [--delay-ms 20] [--concurrent 0]
+
+Results on the development machine are in ``docs/WORKERS.md``.
+"""
+
+# ruff: noqa: E402  (the sys.path fix below must run before the imports)
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Run as a script, this file's directory comes first on sys.path and ``bench/workers.py`` would
+# shadow the ``workers`` package the stack runs.
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [str(HERE.parent), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
+
+import argparse
+import asyncio
+import contextlib
+import multiprocessing
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from openai import AsyncOpenAI
+
+from bench.workers import fake_openai
+from genq_cli.embedded_redis import EmbeddedRedis
+from genq_client import AsyncClient
+from tests.e2e.browser import DEV_KEY, LOGS, Stack, fake_openai_env
+
+MODEL = "gpt-4o-mini"
+GENQ_MODEL = f"openai/{MODEL}"
+WARM_UP = 5  # calls of each kind not measured: the worker's first ones pay LiteLLM's setup
+MESSAGES: list[Any] = [{"role": "user", "content": "How long until the first token?"}]
+
+Call = Callable[[], Awaitable[float]]
+
+
+def chat_call(client: AsyncOpenAI, model: str) -> Call:
+    """A streamed chat completion; returns its time to first token, having read it all."""
+
+    async def call() -> float:
+        started = time.perf_counter()
+        first: float | None = None
+        stream = await client.chat.completions.create(model=model, messages=MESSAGES, stream=True)
+        async for chunk in stream:
+            if first is None and chunk.choices and chunk.choices[0].delta.content:
+                first = time.perf_counter() - started
+        if first is None:
+            raise RuntimeError(f"{model}: the stream had no text")
+        return first
+
+    return call
+
+
+def native_call(client: AsyncClient) -> Call:
+    """``POST /v1/generations`` then its events; time to the first ``chunk``."""
+
+    async def call() -> float:
+        started = time.perf_counter()
+        first: float | None = None
+        created = await client.generate(GENQ_MODEL, messages=MESSAGES)
+        async for event in client.stream(created.id):
+            if first is None and event.type == "chunk":
+                first = time.perf_counter() - started
+        if first is None:
+            raise RuntimeError(f"{created.id}: no chunk")
+        return first
+
+    return call
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def background(base_url: str, streams: int, stop: Any) -> None:
+    """``streams`` chat streams through genq, one after another each, until ``stop`` is set."""
+
+    async def one() -> None:
+        client = AsyncOpenAI(base_url=f"{base_url}/v1", api_key=DEV_KEY, max_retries=0)
+        call = chat_call(client, GENQ_MODEL)
+        while not stop.is_set():
+            with contextlib.suppress(Exception):  # a failed stream only lightens the load
+                await call()
+
+    async def run() -> None:
+        await asyncio.gather(*(one() for _ in range(streams)))
+
+    asyncio.run(run())
+
+
+async def measure(args: argparse.Namespace, stack: Stack, fake_url: str) -> dict[str, list[float]]:
+    straight = AsyncOpenAI(base_url=fake_url, api_key="sk-bench-ttft", max_retries=0)
+    genq_chat = AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key=DEV_KEY, max_retries=0)
+    async with AsyncClient(stack.base_url, DEV_KEY) as genq:
+        calls = {
+            "straight": chat_call(straight, MODEL),
+            "chat": chat_call(genq_chat, GENQ_MODEL),
+            "native": native_call(genq),
+        }
+        for _ in range(WARM_UP):
+            for call in calls.values():
+                await call()
+        times: dict[str, list[float]] = {kind: [] for kind in calls}
+        for _ in range(args.calls):  # interleaved, call by call
+            for kind, call in calls.items():
+                times[kind].append(await call())
+    return times
+
+
+def report(times: dict[str, list[float]], args: argparse.Namespace) -> None:
+    load = f", {args.concurrent} other streams meanwhile" if args.concurrent else ""
+    print(
+        f"time to first token, {args.calls} calls of each kind, interleaved; provider: "
+        f"{args.tokens} tokens {args.delay_ms:g} ms apart{load}"
+    )
+    ms = 1000.0
+    straight = times["straight"]
+    for kind, values in times.items():
+        p50, p99 = statistics.median(values), percentile(values, 0.99)
+        line = f"  {kind:9} p50 {p50 * ms:7.1f} ms   p99 {p99 * ms:7.1f} ms"
+        if kind != "straight":
+            added_p50 = p50 - statistics.median(straight)
+            added_p99 = p99 - percentile(straight, 0.99)
+            line += f"   added: p50 {added_p50 * ms:+.1f} ms, p99 {added_p99 * ms:+.1f} ms"
+        print(line)
+
+
+def main(args: argparse.Namespace) -> None:
+    with (
+        EmbeddedRedis() as server,
+        fake_openai(args.tokens, args.delay_ms) as fake_url,
+    ):
+        stack = Stack(
+            redis_url=server.url,
+            log_dir=LOGS / "bench-ttft",
+            extra_env={
+                **fake_openai_env(fake_url),
+                "GENQ_COALESCE_WINDOW_MS": f"{args.window_ms:g}",
+                # The bench is one tenant: no enqueue rate limit, and a slot for every stream,
+                # so a measured call never waits its turn behind the background ones.
+                "GENQ_TENANT_RATE": "100000",
+                "GENQ_TENANT_BURST": "100000",
+                "GENQ_DEFAULT_CONCURRENCY": str(args.concurrent + 8),
+                # At the default pool (32), 200 streams starting together got 503s.
+                "GENQ_REDIS_MAX_CONNECTIONS": str(args.concurrent + 32),
+            },
+        )
+        load: multiprocessing.process.BaseProcess | None = None
+        stop = multiprocessing.get_context("spawn").Event()
+        try:
+            stack.start_gateway()
+            stack.start_worker()
+            if args.concurrent:
+                load = multiprocessing.get_context("spawn").Process(
+                    target=background, args=(stack.base_url, args.concurrent, stop), daemon=True
+                )
+                load.start()
+            times = asyncio.run(measure(args, stack, fake_url))
+        except BaseException:
+            print(stack.logs())
+            raise
+        finally:
+            stop.set()
+            if load is not None:
+                load.join(30)
+                if load.is_alive():
+                    load.kill()
+            stack.stop()
+    report(times, args)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--calls", type=int, default=300, help="measured calls of each kind")
+    parser.add_argument("--tokens", type=int, default=10, help="tokens per reply")
+    parser.add_argument("--delay-ms", type=float, default=20.0, help="between tokens, and first")
+    parser.add_argument(
+        "--concurrent", type=int, default=0, help="other streams through genq meanwhile"
+    )
+    parser.add_argument(
+        "--window-ms", type=float, default=10.0, help="the worker's GENQ_COALESCE_WINDOW_MS"
+    )
+    main(parser.parse_args())
