@@ -30,6 +30,7 @@ from ..access.owned_jobs import OwnedJob
 from ..deps import GatewayDep, PrincipalDep
 from ..state import Gateway
 from ..streaming.cursors import parse_cursor
+from ..streaming.frames import DONE
 from ..streaming.sse import stream_hold
 from .accept import IdempotencyKey, accept
 from .chat_deltas import ChatDeltas
@@ -42,7 +43,6 @@ from .schemas import ChatCompletionCreate
 router = APIRouter(prefix="/v1/chat", tags=["openai"], route_class=OpenAIRoute)
 
 RESTARTED = {"event": "restarted"}
-DONE = b"data: [DONE]\n\n"
 
 
 def frame(body: dict[str, Any], entry_id: str | None = None) -> bytes:

@@ -28,11 +28,11 @@ from ..access.owned_jobs import OwnedJob, load_owned_job
 from ..deps import GatewayDep, JobId, JobTenantDep
 from ..errors import ERRORS
 from ..streaming.cursors import later_cursor, parse_cursor
+from ..streaming.frames import KEEPALIVE
 from ..streaming.sse import Ending, stream_hold
 
 router = APIRouter(tags=["generations"], responses=ERRORS)
 
-KEEPALIVE = b": ping\n\n"
 REFUSED = b": Redis refused this stream's cursor\n\n"
 
 

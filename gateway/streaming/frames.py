@@ -16,6 +16,12 @@ from typing import Any
 from genq import StreamEntry
 from genq_contract.spend import Usage
 
+KEEPALIVE = b": ping\n\n"
+"""An SSE comment: keeps an idle stream's connection busy; every reader skips it (the OpenAI
+routes send theirs without the blank line: :mod:`gateway.openai.response_events`)."""
+DONE = b"data: [DONE]\n\n"
+"""The last frame of the streams whose clients expect one (Chat Completions, the AI SDK's)."""
+
 SSE_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 """The only line breaks of SSE. ``str.splitlines()`` also splits on U+2028, U+2029, U+0085 and
 a few C0 controls, which model output may carry: it would cut a ``data:`` JSON in two."""

@@ -9,17 +9,26 @@ generation's record; a request that finds the generation running renews it).
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
+from typing import Any
 
 from ..state import Gateway
 
 _POINT = (resources.files("gateway") / "lua" / "ui_chat_point.lua").read_text()
 
 
+@functools.lru_cache(maxsize=8)
+def _point_script(redis: Any) -> Any:
+    """The compare-and-set script, registered once per Redis client (a pointer is made per
+    request; registering hashes the script's text)."""
+    return redis.register_script(_POINT)
+
+
 class ChatPointer:
     def __init__(self, gateway: Gateway, tenant: str, chat_id: str) -> None:
         self._redis = gateway.redis
-        self._script = gateway.redis.register_script(_POINT)
+        self._script = _point_script(gateway.redis)
         self.key = gateway.settings.keys.ui_chat(tenant, chat_id)
         self._ttl_ms = round(gateway.settings.result_ttl * 1000)
 

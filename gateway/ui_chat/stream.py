@@ -16,14 +16,12 @@ from genq import CursorRefused, ViewerLagged
 
 from ..access.owned_jobs import OwnedJob
 from ..state import Gateway
+from ..streaming.frames import DONE, KEEPALIVE
+from ..streaming.sse import HEADERS as SSE_HEADERS
 from ..streaming.sse import Ending
-from .ui_parts import DONE, KEEPALIVE, UIParts, data_frame
+from .ui_parts import UIParts, data_frame
 
-HEADERS = {
-    "Cache-Control": "no-cache",
-    "X-Accel-Buffering": "no",
-    "x-vercel-ai-ui-message-stream": "v1",
-}
+HEADERS = {**SSE_HEADERS, "Cache-Control": "no-cache", "x-vercel-ai-ui-message-stream": "v1"}
 """What the AI SDK's transport expects of a UI message stream (``text/event-stream`` is
 every stream's)."""
 

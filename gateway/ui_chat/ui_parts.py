@@ -54,8 +54,6 @@ from genq_contract.result import read_result
 
 from ..streaming.frames import usage_totals
 
-DONE = b"data: [DONE]\n\n"
-KEEPALIVE = b": ping\n\n"
 FINISH_REASONS = {
     "stop": "stop",
     "length": "length",

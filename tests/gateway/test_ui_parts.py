@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.ui_chat.ui_parts import DONE, UIParts
+from gateway.streaming.frames import DONE
+from gateway.ui_chat.ui_parts import UIParts
 from genq import StreamEntry
 
 

@@ -19,6 +19,7 @@ from genq import Event, Queue
 from genq_contract.transcript import Transcript
 from providers.litellm_adapter import Delta, stream_chat
 from tests.fakes.openai_server import FakeOpenAI, Reply, tool_call_deltas
+from tests.providers.test_typed_deltas import calls_of
 from tests.workers.conftest import events_of
 from workers.run import WorkerProcess
 from workers.settings import WorkerSettings
@@ -135,17 +136,10 @@ async def collect(model: str, api_base: str) -> list[Delta]:
 
 def answer_of(deltas: list[Delta]) -> dict[str, Any]:
     """What a client puts together from the deltas: text, reasoning, calls, finish reason."""
-    calls: dict[int, dict[str, str]] = {}
-    for delta in deltas:
-        for piece in delta.tool_calls:
-            call = calls.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
-            call["id"] = call["id"] or (piece.id or "")
-            call["name"] = call["name"] or (piece.name or "")
-            call["arguments"] += piece.arguments
     return {
         "text": "".join(d.text for d in deltas),
         "reasoning": "".join(d.reasoning for d in deltas),
-        "tool_calls": calls,
+        "tool_calls": calls_of(deltas),
         "finish_reason": [d.finish_reason for d in deltas if d.finish_reason],
     }
 
