@@ -1,8 +1,9 @@
-"""genq against SAQ, arq and a bare EVALSHA loop, measured side by side in one run.
+"""genq against SAQ, arq, taskiq (with every worker apart) and a bare EVALSHA loop, side by side.
 
-Every number comes from the same process, the same event loop and the same Redis-protocol server
-(an embedded Valkey started here, or ``GENQ_BENCH_REDIS_URL``), so the ratios mean something
-even where the absolute numbers depend on the machine.
+Every number comes from one run (all but the apart section's from one process and one event
+loop) and the same Redis-protocol server (an embedded Valkey started here, or
+``GENQ_BENCH_REDIS_URL``), so the ratios mean something even where the absolute numbers depend
+on the machine.
 
     python bench/queue.py            # full run (~2 min)
     python bench/queue.py --quick    # smaller sizes (~40 s)
@@ -58,6 +59,12 @@ What is measured (every system gets the same work, in-process, one producer, one
             ``Queue.enqueue_many`` (x--batch) with them on and off (redis-py's own pool,
             connections, ``AsyncScript`` and pipeline, as on an untested redis-py), in
             alternating turns as in "enqueue", best of --rounds. Run with ``--only patches``.
+  apart     each system's worker in a process of its own (``--serve``), plain clients, the
+            default asyncio loop (not --uvloop): drains of --apart-drain jobs at each
+            --apart-concurrency (8, 50) and the enqueue-to-handler latency of an idle worker
+            (c=8), against SAQ, arq and taskiq (taskiq-redis's list broker); targets: drain
+            >= 2x the best peer, latency p50 <= the best peer's, p99 <= 2x. Run it alone with
+            ``--only apart`` (bench/queue_apart.py).
   bare      EVALSHA of ``return 1``, sequential, on the producers' kind of client (the default
             pool): the ceiling for one producer, best of every round it ran in.
 """
@@ -96,6 +103,7 @@ import redis.asyncio as aioredis
 
 sys.path.insert(0, str(HERE.parent))
 
+from bench.queue_apart import SYSTEMS, Apart, serve
 from genq import HELD_CONNECTIONS, ActiveJob, EnqueueItem, Queue, _redis_patches, connect
 from genq._cluster import Call
 from genq._enqueue import enqueue_call
@@ -149,8 +157,28 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--only",
         nargs="*",
-        choices=("enqueue", "drain", "latency", "fairness", "emit", "patches"),
+        choices=("enqueue", "drain", "latency", "fairness", "emit", "patches", "apart"),
     )
+    p.add_argument(
+        "--apart-drain", type=int, help="jobs per drain, worker apart (4000; quick 2000)"
+    )
+    p.add_argument(
+        "--apart-concurrency",
+        default="8,50",
+        help="worker concurrencies of the drains apart (8,50)",
+    )
+    p.add_argument(
+        "--apart-latency", type=int, help="jobs per latency run, worker apart (150; quick 80)"
+    )
+    p.add_argument(
+        "--apart-rounds", type=int, help="alternating rounds of the apart section (2; quick 1)"
+    )
+    p.add_argument(
+        "--apart-systems",
+        default=",".join(SYSTEMS),
+        help=f"systems in the apart section ({','.join(SYSTEMS)})",
+    )
+    p.add_argument("--serve", help=argparse.SUPPRESS)  # a worker process of the apart section
     p.add_argument("--profile", type=Path, help="write cProfile stats of genq's sections here")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
@@ -164,6 +192,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "emits": 1500,
         "emits_per_job": 100,
         "rounds": 4,
+        "apart_drain": 4000,
+        "apart_latency": 150,
+        "apart_rounds": 2,
     }
     quick = {
         "enqueue": 400,
@@ -174,6 +205,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "emits": 400,
         "emits_per_job": 30,
         "rounds": 3,
+        "apart_drain": 2000,
+        "apart_latency": 80,
+        "apart_rounds": 1,
     }
     for name, value in (quick if args.quick else full).items():
         if getattr(args, name) is None:
@@ -980,6 +1014,76 @@ async def bench_emit(b: Bench) -> list[Row]:
     return rows
 
 
+async def bench_apart(b: Bench, own_server: bool) -> str:
+    """Each system's worker in its own process, plain clients, the default loop (see
+    bench/queue_apart.py): drains at each --apart-concurrency and the latency of an idle
+    worker, the systems taking turns, best drain and pooled latencies over --apart-rounds.
+    Returns the printed table."""
+    a = b.args
+    systems = [s for s in a.apart_systems.split(",") if s]
+    peers = [s for s in systems if s != "genq"]
+    concurrencies = [int(c) for c in a.apart_concurrency.split(",")]
+    rng = random.Random(a.seed + 1)
+    apart = Apart(b.url, b.tag)
+    drains = {(s, c): 0.0 for s in systems for c in concurrencies}
+    cpu = {(s, c): float("inf") for s in systems for c in concurrencies}
+    waits: dict[str, list[float]] = {s: [] for s in systems}
+    try:
+        for r in range(a.apart_rounds):
+            turn = systems[r % len(systems) :] + systems[: r % len(systems)]
+            for c in concurrencies:
+                for system in turn:
+                    rate, used = await apart.drain(system, a.apart_drain, c, PAYLOAD)
+                    drains[system, c] = max(drains[system, c], rate)
+                    cpu[system, c] = min(cpu[system, c], used)
+            gaps = [rng.expovariate(1 / a.latency_gap) for _ in range(a.apart_latency)]
+            for system in turn:
+                if system == "arq":  # it polls (poll_delay 0.5 s): a few jobs tell that
+                    waits[system] += await apart.latency(system, gaps[:20], 8, PAYLOAD)
+                else:
+                    waits[system] += await apart.latency(system, gaps, 8, PAYLOAD)
+    finally:
+        await apart.close(own_server)
+
+    head = ["metric", *systems, "best peer", "genq / best", "target", ""]
+    lines: list[list[str]] = []
+    for c in concurrencies:
+        best = max(peers, key=lambda p: drains[p, c]) if peers else None
+        cells = [f"drain {a.apart_drain:,} no-op jobs/s (c={c})"]
+        cells += [fmt(drains[s, c], "/s") for s in systems]
+        if best and "genq" in systems:
+            x = drains["genq", c] / drains[best, c]
+            cells += [best, f"{x:.2f}x", ">= 2x best peer", "PASS" if x >= 2 else "MISS"]
+        lines.append(cells)
+    for c in concurrencies:  # steadier than the rates on a shared machine; lower is better
+        least = min(peers, key=lambda p: cpu[p, c]) if peers else None
+        cells = [f"  worker CPU µs per job (c={c})"]
+        cells += [f"{cpu[s, c]:,.0f}" for s in systems]
+        if least and "genq" in systems:
+            cells += [least, f"{cpu['genq', c] / cpu[least, c]:.2f}x"]
+        lines.append(cells)
+    for label, q, factor in (("p50", 0.5, 1), ("p99", 0.99, 2)):
+        value = {s: pct(waits[s], q) for s in systems if waits[s]}
+        best = min(peers, key=lambda p: value[p]) if peers else None
+        cells = [f"latency {label} ms (idle worker, c=8, n={len(waits[systems[0]])})"]
+        cells += [fmt(value.get(s), "ms") for s in systems]
+        if best and "genq" in systems:
+            x = value["genq"] / value[best]
+            target = "<= best peer" if factor == 1 else f"<= {factor}x best peer"
+            cells += [best, f"{x:.2f}x", target, "PASS" if x <= factor else "MISS"]
+        lines.append(cells)
+    rows = [head, ["-" * len(h) for h in head], *lines]
+    widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(head))]
+    text = [
+        "  ".join(
+            (c.ljust if i == 0 else c.rjust)(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=False))
+        )
+        for row in rows
+    ]
+    return "\n".join(line.rstrip() for line in text)
+
+
 # -- main ---------------------------------------------------------------------------------------
 
 
@@ -1042,8 +1146,9 @@ async def bench_patches(b: Bench) -> list[Row]:
 
 async def run(args: argparse.Namespace, url: str, own_server: bool) -> int:
     b = Bench(url, args)
-    sections = args.only or ["enqueue", "drain", "latency", "fairness", "emit"]
+    sections = args.only or ["enqueue", "drain", "latency", "fairness", "emit", "apart"]
     rows: list[Row] = []
+    apart = ""
     t0 = time.perf_counter()
     try:
         await bench_bare(b)
@@ -1059,6 +1164,8 @@ async def run(args: argparse.Namespace, url: str, own_server: bool) -> int:
             rows += await bench_emit(b)
         if "patches" in sections:
             rows += await bench_patches(b)
+        if "apart" in sections:
+            apart = await bench_apart(b, own_server)
         rows.append(
             Row("bare EVALSHA loop (return 1)", "/s", b.bare, note="one producer's ceiling")
         )
@@ -1093,12 +1200,29 @@ async def run(args: argparse.Namespace, url: str, own_server: bool) -> int:
         print("cProfile was on for genq's sections: their numbers (and ratios) are depressed\n")
     print(table(rows))
     missed = [f"{r.metric} ({t.text})" for r in rows for t in r.targets if not t.ok]
+    if apart:
+        import taskiq
+
+        print(
+            f"\nWorker apart: each system's worker in a process of its own, the producer here; "
+            f"plain clients (redis.asyncio.Redis.from_url for genq and SAQ, arq's and "
+            f"taskiq-redis's own pools), the default asyncio loop in both processes; taskiq "
+            f"{taskiq.__version__} with taskiq-redis's ListQueueBroker; drains best of "
+            f"{args.apart_rounds}, latencies pooled "
+            f"over the rounds (arq: 20 jobs a round, it polls every 0.5 s)\n"
+        )
+        print(apart)
+        missed += [
+            f"apart: {line.split('  ')[0]}" for line in apart.splitlines() if line.endswith("MISS")
+        ]
     print(f"\n{len(missed)} target(s) missed" + (f": {'; '.join(missed)}" if missed else ""))
     return 1 if missed and args.strict else 0
 
 
 def main() -> int:
     args = parse()
+    if args.serve:
+        return serve(args.serve)
     random.seed(args.seed)
     logging.getLogger("saq").setLevel(logging.ERROR)  # its shutdown warns about BLMOVE tasks
     factory: Callable[[], asyncio.AbstractEventLoop] | None = None

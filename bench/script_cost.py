@@ -18,6 +18,16 @@ the reply.
                         less than an enqueue: a measure of that call's share, nothing more)
   admit.lua, per job    one admission of --calls jobs from the intake (8 tenants), divided by
                         them: what each enqueue's job costs the pick that admits it
+  job life, by step     --calls jobs live one whole life, each step sent for all of them
+                        before the next (as a worker's batches do): enqueue (as Queue.enqueue
+                        sends it), pick (--pick at a time, admitting the intake first), activate,
+                        one emit, settle (complete), each step's instructions divided by the
+                        jobs; in two shapes: one tenant and nothing metered (a bare job), and 8
+                        tenants and a metered attempt (a generation: 3 counts, as the workers
+                        meter tokens); and a lone job (--calls, at most 60, one after
+                        another into an empty queue, reserved as the doorbell's idle worker
+                        does: where the pick takes the ring's job id it activates the job
+                        itself, and the activate column is 0)
   per emit              a worker runs jobs that emit --emits chunks each; the server's
                         instructions for the whole run (pick, activate, emits, settle, the
                         worker's presence) divided by the emits
@@ -40,6 +50,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import argparse
 import asyncio
+import inspect
 import re
 import shutil
 import subprocess
@@ -52,9 +63,11 @@ import redis
 import redis.asyncio as aioredis
 
 from genq import ActiveJob, EnqueueItem, Queue
+from genq._calls import activate_call, settle_call
 from genq._cluster import Call
 from genq._enqueue import enqueue_call
 from genq._scripts import helpers, reached, source
+from genq._usage import encode_meter
 from genq_cli.embedded_redis import free_port, valkey_binary
 
 PAYLOAD = {"model": "demo/fast", "prompt": "hello world"}
@@ -91,7 +104,9 @@ class Counted:
         self.port = free_port()
         out = self.dir / "callgrind.%p"
         command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", server]
-        command += ["--port", str(self.port), "--save", "", "--appendonly", "no"]
+        # hz 1: the server's timers (10 runs a second by default) run in every window between
+        # two dumps, and a dump takes a while under callgrind: they would be counted as calls.
+        command += ["--port", str(self.port), "--save", "", "--appendonly", "no", "--hz", "1"]
         self.process = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
@@ -177,6 +192,108 @@ def without(script: str, name: str) -> str:
     return script.replace(text, replacement, 1)
 
 
+LIFE = ("enqueue", "pick", "activate", "emit", "settle")
+METERED = encode_meter(
+    "openai/gpt-4o-mini", {"input_tokens": 12, "output_tokens": 200, "requests": 1},
+    estimated=False, counted=True,
+)  # fmt: skip
+
+
+def lone_lives(c: Counted, queue: Queue, jobs: int) -> dict[str, float]:
+    """Instructions per job of ``jobs`` lone jobs, one after another, each enqueued into an
+    empty queue and reserved by an idle worker as the doorbell wakes it: a pick of one, given
+    the id the ring named where genq's pick takes it (it activates the job itself), else a
+    pick and then an activation. Then one emit and a settle, as in :func:`job_life`."""
+    sha = {name: c.redis.script_load(source(name)) for name in LIFE}
+    hinted = "hint" in inspect.signature(queue.pick_call).parameters
+    cost = dict.fromkeys(LIFE, 0.0)
+    k = queue.keys
+    for _ in range(jobs):
+        keys, args = enqueue_call(queue, EnqueueItem(PAYLOAD))
+        c.instructions()
+        job_id = c.redis.evalsha(sha["enqueue"], len(keys), *keys, *args)[1].decode()
+        cost["enqueue"] += c.instructions()
+        token = f"token-{job_id}"
+        if hinted:
+            keys, args = queue.pick_call(1, 600.0, "bench-holder", (job_id, token, 600.0))
+        else:
+            keys, args = queue.pick_call(1, 600.0, "bench-holder")
+        reply = c.redis.evalsha(sha["pick"], len(keys), *keys, *args)
+        cost["pick"] += c.instructions()
+        if not (hinted and reply[4] and reply[4][0] == 0):
+            keys, args = activate_call(queue, job_id, token, 600.0)
+            assert c.redis.evalsha(sha["activate"], len(keys), *keys, *args)[0] == 0
+            cost["activate"] += c.instructions()
+        emit = [job_id, token, 1, "chunk", '"hello"', 600000, 10000, ""]
+        assert c.redis.evalsha(sha["emit"], 3, k.job(job_id), k.events(job_id), k.leases, *emit)
+        cost["emit"] += c.instructions()
+        keys, args = settle_call(queue, job_id, token, "", "complete", '"done"')
+        assert c.redis.evalsha(sha["settle"], len(keys), *keys, *args)[0] == 0
+        cost["settle"] += c.instructions()
+    return {step: total / jobs for step, total in cost.items()}
+
+
+def job_life(
+    c: Counted, queue: Queue, jobs: int, pick: int, tenants: int, metered: str
+) -> dict[str, float]:
+    """Instructions per job of each step of ``jobs`` whole job lives (see the module's doc)."""
+    sha = {name: c.redis.script_load(source(name)) for name in LIFE}
+    cost: dict[str, float] = {}
+
+    def run(name: str, calls: list[Call]) -> list[object]:
+        return [c.redis.evalsha(sha[name], len(k), *k, *a) for k, a in calls]
+
+    def counted_step(name: str, calls: list[Call]) -> list[object]:
+        c.instructions()
+        replies = run(name, calls)
+        cost[name] = c.instructions() / jobs
+        failed = [r for r in replies if r[0] != 0]  # type: ignore[index]
+        if failed:  # a step that did not happen would make the figures a lie
+            raise RuntimeError(f"{name}: {len(failed)} calls refused, e.g. {failed[0]!r}")
+        return replies
+
+    names = [f"tenant-{n}" for n in range(tenants)]
+    counted_step(
+        "enqueue",
+        [
+            enqueue_call(
+                queue, EnqueueItem(PAYLOAD, tenant=names[n % tenants] if tenants > 1 else "")
+            )
+            for n in range(jobs)
+        ],
+    )
+    claimed: list[str] = []
+    c.instructions()
+    while len(claimed) < jobs:
+        keys, args = queue.pick_call(pick, 600.0, "bench-holder")
+        ids, _, _, admitting = c.redis.evalsha(sha["pick"], len(keys), *keys, *args)
+        claimed += [i.decode() for i in ids]
+        if not ids and not admitting:
+            raise RuntimeError("pick claimed nothing while jobs wait")
+    cost["pick"] = c.instructions() / jobs
+    tokens = {i: f"token-{i}" for i in claimed}
+    counted_step("activate", [activate_call(queue, i, tokens[i], 600.0) for i in claimed])
+    k = queue.keys
+    counted_step(
+        "emit",
+        [
+            (
+                [k.job(i), k.events(i), k.leases],
+                [i, tokens[i], 1, "chunk", '"hello"', 600000, 10000, ""],
+            )
+            for i in claimed
+        ],
+    )
+    counted_step(
+        "settle",
+        [
+            settle_call(queue, i, tokens[i], "", "complete", '"done"', metered=metered)
+            for i in claimed
+        ],
+    )
+    return cost
+
+
 async def per_emit(c: Counted, jobs: int, emits: int) -> float:
     queue = Queue(aioredis.Redis(port=c.port), prefix="bench-emit")
 
@@ -202,6 +319,8 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=400, help="calls per figure (400)")
     p.add_argument("--jobs", type=int, default=3, help="jobs in the emit figure (3)")
     p.add_argument("--emits", type=int, default=200, help="emits per job (200)")
+    p.add_argument("--pick", type=int, default=50, help="jobs per pick in the job life (50)")
+    p.add_argument("--only-life", action="store_true", help="only the job life rows")
     args = p.parse_args()
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise SystemExit("needs valgrind (callgrind and callgrind_control) on PATH")
@@ -218,28 +337,49 @@ def main() -> None:
 
         same = fresh(1) * (args.calls + 20)
         rows.append(("return 1", per_call(c, "return 1", same)))
-        rows.append(("every helper", per_call(c, every_helper(), same)))
-        for script in ("enqueue", "pick", "activate", "emit", "settle"):
-            rows.append((f"helpers of {script}.lua", per_call(c, helpers_of(script), same)))
-        enqueue = source("enqueue")
-        rows.append(("enqueue.lua", per_call(c, enqueue, fresh(args.calls + 20))))
-        for left_out in LEFT_OUT:
+        if not args.only_life:
+            rows.append(("every helper", per_call(c, every_helper(), same)))
+            for script in ("enqueue", "pick", "activate", "emit", "settle"):
+                rows.append((f"helpers of {script}.lua", per_call(c, helpers_of(script), same)))
+            enqueue = source("enqueue")
+            rows.append(("enqueue.lua", per_call(c, enqueue, fresh(args.calls + 20))))
+            for left_out in LEFT_OUT:
+                c.redis.flushall()
+                script = without(enqueue, left_out)
+                rows.append(
+                    (f"enqueue.lua - {left_out}", per_call(c, script, fresh(args.calls + 20)))
+                )
             c.redis.flushall()
-            script = without(enqueue, left_out)
-            rows.append((f"enqueue.lua - {left_out}", per_call(c, script, fresh(args.calls + 20))))
+            rows.append(("admit.lua, per job", per_admitted(c, queue, min(args.calls, 1000))))
+            c.redis.flushall()
+            rows.append(("per emit", asyncio.run(per_emit(c, args.jobs, args.emits))))
+        lives = []
+        for label, tenants, metered in (
+            ("a bare job: 1 tenant, not metered", 1, ""),
+            ("a generation: 8 tenants, metered", 8, METERED),
+        ):
+            c.redis.flushall()
+            lives.append((label, job_life(c, queue, args.calls, args.pick, tenants, metered)))
         c.redis.flushall()
-        rows.append(("admit.lua, per job", per_admitted(c, queue, min(args.calls, 1000))))
-        c.redis.flushall()
-        rows.append(("per emit", asyncio.run(per_emit(c, args.jobs, args.emits))))
+        lone = min(args.calls, 60)
+        lives.append((f"a lone job at an idle worker (x{lone})", lone_lives(c, queue, lone)))
 
     base = dict(rows)["return 1"]
-    full = dict(rows)["enqueue.lua"]
     print(f"server instructions per call: {name} {version} under callgrind, {args.calls} calls")
-    print(f"{'call':34s} {'instructions':>12s} {'vs return 1':>11s} {'its share':>10s}")
-    for label, count in rows:
-        share = f"{full - count:+,.0f}" if label.startswith("enqueue.lua - ") else ""
-        print(f"{label:34s} {count:12,.0f} {count / base:10.1f}x {share:>10s}")
-    print("(its share: enqueue.lua minus the row, what the call left out cost)")
+    if not args.only_life:
+        full = dict(rows)["enqueue.lua"]
+        print(f"{'call':34s} {'instructions':>12s} {'vs return 1':>11s} {'its share':>10s}")
+        for label, count in rows:
+            share = f"{full - count:+,.0f}" if label.startswith("enqueue.lua - ") else ""
+            print(f"{label:34s} {count:12,.0f} {count / base:10.1f}x {share:>10s}")
+        print("(its share: enqueue.lua minus the row, what the call left out cost)")
+    print(f"\nserver instructions per job life, by step ({args.calls} jobs, picks of {args.pick})")
+    print(f"{'job':36s} " + " ".join(f"{step:>9s}" for step in LIFE) + f" {'total':>9s}")
+    for label, cost in lives:
+        cells = " ".join(f"{cost[step]:9,.0f}" for step in LIFE)
+        print(f"{label:36s} {cells} {sum(cost.values()):9,.0f}")
+    floor = " ".join(f"{base if step != 'pick' else base / args.pick:9,.0f}" for step in LIFE)
+    print(f"{'floor: return 1 per call':36s} {floor} {base * 4 + base / args.pick:9,.0f}")
 
 
 if __name__ == "__main__":

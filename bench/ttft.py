@@ -43,10 +43,14 @@ import multiprocessing
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
+import httpx
 from openai import AsyncOpenAI
+from redis import asyncio as aioredis
 
+import genq
 from bench.workers import fake_openai
 from genq_cli.embedded_redis import EmbeddedRedis
 from genq_client import AsyncClient
@@ -60,38 +64,117 @@ MESSAGES: list[Any] = [{"role": "user", "content": "How long until the first tok
 Call = Callable[[], Awaitable[float]]
 
 
-def chat_call(client: AsyncOpenAI, model: str) -> Call:
-    """A streamed chat completion; returns its time to first token, having read it all."""
+def chat_call(client: AsyncOpenAI, model: str, moments: list[Moments] | None = None) -> Call:
+    """A streamed chat completion; returns its time to first token, having read it all. With
+    ``moments``, each call's message carries its number (the fake provider's record of it is
+    found by it) and its instants are kept."""
 
     async def call() -> float:
-        started = time.perf_counter()
+        messages = MESSAGES
+        if moments is not None:
+            messages = [{"role": "user", "content": marker("straight", len(moments))}]
+        started = time.monotonic()
+        moment = Moments(called=started)
         first: float | None = None
-        stream = await client.chat.completions.create(model=model, messages=MESSAGES, stream=True)
+        stream = await client.chat.completions.create(model=model, messages=messages, stream=True)
         async for chunk in stream:
             if first is None and chunk.choices and chunk.choices[0].delta.content:
-                first = time.perf_counter() - started
+                moment.received = time.monotonic()
+                first = moment.received - started
         if first is None:
             raise RuntimeError(f"{model}: the stream had no text")
+        if moments is not None:
+            moments.append(moment)
         return first
 
     return call
 
 
-def native_call(client: AsyncClient) -> Call:
-    """``POST /v1/generations`` then its events; time to the first ``chunk``."""
+def marker(kind: str, number: int) -> str:
+    return f"{MESSAGES[0]['content']} ({kind} #{number})"
+
+
+@dataclass
+class Moments:
+    """Where one native call's time went: ``time.monotonic()`` instants (one clock for every
+    process of the machine), the record's two in wall milliseconds turned onto it."""
+
+    called: float
+    created: float = 0.0  # the record's created_at: the enqueue script ran
+    started: float = 0.0  # the record's started_at: a worker picked and activated it
+    provider_called: float = 0.0  # the fake provider received the worker's request
+    provider_first: float = 0.0  # the fake provider sent the first content chunk
+    written: float = 0.0  # an XREAD of the job's stream, blocked beside it, saw the chunk
+    received: float = 0.0  # genq's client held the first ``chunk`` from the SSE route
+
+
+STEPS = (
+    ("enqueue", "called", "created"),
+    ("pick", "created", "started"),
+    ("provider call start", "started", "provider_called"),
+    ("first chunk at provider", "provider_called", "provider_first"),
+    ("written to Redis", "provider_first", "written"),
+    ("read by tail, sent, parsed", "written", "received"),
+)
+STRAIGHT_STEPS = (
+    ("provider call start", "called", "provider_called"),
+    ("first chunk at provider", "provider_called", "provider_first"),
+    ("received by the SDK", "provider_first", "received"),
+)
+WALL_TO_MONOTONIC = time.time() - time.monotonic()
+
+
+async def first_written(redis: Any, key: str) -> float:
+    """The instant the stream at ``key`` first holds a ``chunk`` entry (blocking reads)."""
+    cursor = "0-0"
+    while True:
+        answer = await redis.xread({key: cursor}, block=500)
+        for _, entries in answer:
+            for entry_id, fields in entries:
+                cursor = entry_id
+                if fields.get(b"type") == b"chunk":
+                    return time.monotonic()
+
+
+def native_call(client: AsyncClient, redis: Any, queue_prefix: str, moments: list[Moments]) -> Call:
+    """``POST /v1/generations`` then its events; time to the first ``chunk``. Each call's
+    message carries its number, so the fake provider's record of it can be found."""
 
     async def call() -> float:
-        started = time.perf_counter()
+        number = len(moments)
+        messages = [{"role": "user", "content": marker("native", number)}]
+        started = time.monotonic()
+        moment = Moments(called=started)
         first: float | None = None
-        created = await client.generate(GENQ_MODEL, messages=MESSAGES)
+        created = await client.generate(GENQ_MODEL, messages=messages)
+        key = genq.Keys(queue_prefix).events(created.id)
+        written = asyncio.create_task(first_written(redis, key))
         async for event in client.stream(created.id):
             if first is None and event.type == "chunk":
-                first = time.perf_counter() - started
+                moment.received = time.monotonic()
+                first = moment.received - started
         if first is None:
             raise RuntimeError(f"{created.id}: no chunk")
+        moment.written = await asyncio.wait_for(written, 5)
+        record = await client.get(created.id)
+        moment.created = float(record["created_at"]) - WALL_TO_MONOTONIC
+        moment.started = float(record["started_at"]) - WALL_TO_MONOTONIC
+        moments.append(moment)
         return first
 
     return call
+
+
+async def provider_moments(fake_url: str, kinds: dict[str, list[Moments]]) -> None:
+    """Fills in each call's two instants at the fake provider, found by its marker."""
+    async with httpx.AsyncClient() as http:
+        answer = (await http.get(f"{fake_url.removesuffix('/v1')}/_timings")).json()
+    by_marker = {r["marker"]: r for r in answer["requests"]}
+    for kind, moments in kinds.items():
+        for number, moment in enumerate(moments):
+            seen = by_marker[marker(kind, number)]
+            moment.provider_called = seen["received_at"]
+            moment.provider_first = seen["first_sent_at"]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -115,14 +198,17 @@ def background(base_url: str, streams: int, stop: Any) -> None:
     asyncio.run(run())
 
 
-async def measure(args: argparse.Namespace, stack: Stack, fake_url: str) -> dict[str, list[float]]:
+async def measure(
+    args: argparse.Namespace, stack: Stack, fake_url: str, kinds: dict[str, list[Moments]]
+) -> dict[str, list[float]]:
     straight = AsyncOpenAI(base_url=fake_url, api_key="sk-bench-ttft", max_retries=0)
     genq_chat = AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key=DEV_KEY, max_retries=0)
-    async with AsyncClient(stack.base_url, DEV_KEY) as genq:
+    redis = aioredis.Redis.from_url(stack.redis_url)
+    async with AsyncClient(stack.base_url, DEV_KEY) as native, redis:
         calls = {
-            "straight": chat_call(straight, MODEL),
+            "straight": chat_call(straight, MODEL, kinds["straight"]),
             "chat": chat_call(genq_chat, GENQ_MODEL),
-            "native": native_call(genq),
+            "native": native_call(native, redis, stack.queue_prefix("openai"), kinds["native"]),
         }
         for _ in range(WARM_UP):
             for call in calls.values():
@@ -131,7 +217,30 @@ async def measure(args: argparse.Namespace, stack: Stack, fake_url: str) -> dict
         for _ in range(args.calls):  # interleaved, call by call
             for kind, call in calls.items():
                 times[kind].append(await call())
+    await provider_moments(fake_url, kinds)
+    for moments in kinds.values():
+        del moments[:WARM_UP]
     return times
+
+
+def report_breakdown(kinds: dict[str, list[Moments]]) -> None:
+    """Each step of the native calls, and of the straight ones for comparison: mean and p50 of
+    its span. The record's instants are whole milliseconds, so the steps that end or start at
+    one are right on average (the mean), not call by call."""
+    ms = 1000.0
+
+    def line(name: str, spans: list[float]) -> str:
+        mean, p50 = statistics.fmean(spans) * ms, statistics.median(spans) * ms
+        return f"  {name:27} mean {mean:6.2f} ms   p50 {p50:6.2f} ms"
+
+    native = kinds["native"]
+    print(f"where a native call's time to first token went ({len(native)} calls):")
+    for name, start, end in STEPS:
+        print(line(name, [getattr(m, end) - getattr(m, start) for m in native]))
+    straight = kinds["straight"]
+    print(f"the same steps of a straight call ({len(straight)} calls):")
+    for name, start, end in STRAIGHT_STEPS:
+        print(line(name, [getattr(m, end) - getattr(m, start) for m in straight]))
 
 
 def report(times: dict[str, list[float]], args: argparse.Namespace) -> None:
@@ -182,7 +291,8 @@ def main(args: argparse.Namespace) -> None:
                     target=background, args=(stack.base_url, args.concurrent, stop), daemon=True
                 )
                 load.start()
-            times = asyncio.run(measure(args, stack, fake_url))
+            kinds: dict[str, list[Moments]] = {"straight": [], "native": []}
+            times = asyncio.run(measure(args, stack, fake_url, kinds))
         except BaseException:
             print(stack.logs())
             raise
@@ -194,6 +304,7 @@ def main(args: argparse.Namespace) -> None:
                     load.kill()
             stack.stop()
     report(times, args)
+    report_breakdown(kinds)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from .errors import install_error_handlers
 from .middleware import BodyLimit, CatchAll, GatewayApp, SecurityHeaders, redact_access_logs
-from .openai import chat, models, responses
+from .openai import batches, chat, files, models, responses, webhooks
+from .openai.batch_runner import BatchRunner
 from .routes import (
     alerts,
     api_keys,
@@ -34,6 +35,7 @@ from .routes.docs import mount_docs
 from .routes.web import mount_web
 from .settings import Settings
 from .state import Gateway
+from .telemetry import install as install_telemetry
 from .ui_chat import routes as ui_chat
 
 API_DESCRIPTION = """\
@@ -46,6 +48,8 @@ tenant's generation answers 404. Errors are `{"detail": ...}`.
 
 
 GC_THRESHOLD = (50_000, 20, 100)
+UPLOAD_FRAMING = 64 * 1024
+"""Bytes of multipart framing (boundaries, the purpose field) allowed beyond a file's cap."""
 
 
 def tune_gc() -> None:
@@ -71,9 +75,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             tune_gc()
         gateway = await Gateway.open(settings)
         app.state.gateway = gateway
+        runner = BatchRunner(gateway)
+        runner.start()
+        app.state.batch_runner = runner
         try:
             yield
         finally:
+            await runner.stop()
             await gateway.close()
 
     app = GatewayApp(
@@ -99,12 +107,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(models.router)
     app.include_router(responses.router)
     app.include_router(chat.router)
+    app.include_router(files.router)
+    app.include_router(batches.router)
+    app.include_router(batches.admin_router)
+    app.include_router(webhooks.router)
+    app.include_router(webhooks.admin_router)
     app.include_router(ui_chat.router)
     app.include_router(pull_routes.router)
     mount_web(app, settings.resolved_web_dir())
     if settings.docs:
         mount_docs(app)
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimit,
+        limit=settings.max_body_bytes,
+        # the multipart framing around the file: the route checks the file itself
+        uploads={"/v1/files": settings.max_file_bytes + UPLOAD_FRAMING},
+    )
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -117,4 +135,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(SecurityHeaders)
     app.add_middleware(CatchAll)  # outermost: also catches what the middleware above raise
     redact_access_logs()
+    install_telemetry(app, settings.log_format)
     return app

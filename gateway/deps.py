@@ -16,7 +16,9 @@ from .errors import Forbidden, Unauthorized
 from .state import Gateway
 
 
-def get_gateway(request: Request) -> Gateway:
+async def get_gateway(request: Request) -> Gateway:
+    # async: FastAPI runs a plain function dependency in its thread pool, a thread hop per
+    # request for an attribute read
     gateway: Gateway = request.app.state.gateway
     return gateway
 

@@ -141,23 +141,28 @@ def _security_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, b
 
 
 class BodyLimit(_HttpMiddleware):
-    """Answers 413 ``{"detail": ...}`` for a body over ``limit`` bytes, declared or streamed."""
+    """Answers 413 ``{"detail": ...}`` for a body over ``limit`` bytes, declared or streamed;
+    a POST to a path of ``uploads`` has that path's own limit (file uploads)."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, uploads: dict[str, int] | None = None) -> None:
         super().__init__(app)
         self.limit = limit
+        self.uploads = uploads or {}
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] in BODYLESS:
             await self.app(scope, receive, send)
             return
+        limit = self.limit
+        if scope["method"] == "POST":
+            limit = self.uploads.get(scope["path"], limit)
         declared = dict(scope["headers"]).get(b"content-length")
-        too_large = PayloadTooLarge(f"request body over the limit of {self.limit} bytes")
+        too_large = PayloadTooLarge(f"request body over the limit of {limit} bytes")
         if declared is not None:
             if not declared.isdigit():
                 await error_response(BadRequest("invalid Content-Length"))(scope, receive, send)
                 return
-            if int(declared) > self.limit:
+            if int(declared) > limit:
                 await error_response(too_large)(scope, receive, send)
                 return
         received = 0
@@ -167,7 +172,7 @@ class BodyLimit(_HttpMiddleware):
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.limit:
+                if received > limit:
                     raise _TooLarge(too_large.detail)
             return message
 

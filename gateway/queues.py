@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from genq import Queue, RedisClient
+from genq_contract.lanes import batch_lane
 from genq_contract.routing import Routing
 
 from .errors import NotFound
@@ -21,12 +22,24 @@ _JOB_ID = re.compile(r"^(?P<provider>[^{}\s/]{1,80})\.(?P<token>[0-9a-f]{32})$")
 
 
 class Queues:
-    def __init__(self, redis: RedisClient, routing: Routing, **queue_options: Any) -> None:
+    """Every provider's queue and its batch lane (``<provider>.batch``,
+    :mod:`genq_contract.lanes`), by name: iterating gives both, so sweeps, listings and the
+    admin routes see batch lines too."""
+
+    def __init__(
+        self,
+        redis: RedisClient,
+        routing: Routing,
+        lane_options: dict[str, Any] | None = None,
+        **queue_options: Any,
+    ) -> None:
         self.routing = routing
-        self._queues = {
-            name: Queue(redis, prefix=config.queue_prefix, **queue_options)
-            for name, config in routing.providers.items()
-        }
+        self._queues: dict[str, Queue] = {}
+        for name, config in routing.providers.items():
+            self._queues[name] = Queue(redis, prefix=config.queue_prefix, **queue_options)
+            self._queues[batch_lane(name)] = Queue(
+                redis, prefix=batch_lane(config.queue_prefix), **(lane_options or queue_options)
+            )
 
     def __iter__(self) -> Iterator[tuple[str, Queue]]:
         return iter(self._queues.items())
@@ -44,6 +57,11 @@ class Queues:
         """The provider and queue a model's generations go to (raises ModelNotAllowedError)."""
         provider = self.routing.provider_of(model).name
         return provider, self._queues[provider]
+
+    def lane_for_model(self, model: str) -> tuple[str, Queue]:
+        """The batch lane a line for ``model`` goes to (raises ModelNotAllowedError)."""
+        name = batch_lane(self.routing.provider_of(model).name)
+        return name, self._queues[name]
 
     @staticmethod
     def new_job_id(provider: str) -> str:

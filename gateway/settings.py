@@ -55,6 +55,17 @@ class Settings(CommonSettings):
     cors_origins: Annotated[list[str], NoDecode] = []
 
     max_body_bytes: int = Field(default=256 * 1024, ge=1024)
+    max_file_bytes: int = Field(default=100 * 1024 * 1024, ge=1024)
+    """GENQ_MAX_FILE_BYTES: the largest file ``POST /v1/files`` stores (in Redis, whole): 413
+    past it, nothing stored. Its own cap: GENQ_MAX_BODY_BYTES does not apply to uploads."""
+    file_ttl: float = Field(default=30 * 86400.0, gt=0)
+    """GENQ_FILE_TTL: seconds an uploaded file is kept (its ``expires_at``)."""
+    batch_window: float = Field(default=86400.0, gt=0)
+    """GENQ_BATCH_WINDOW: seconds a batch may take (``completion_window: "24h"``); past it
+    the batch is ``expired``: its lines not finished are cancelled, what finished is in its
+    output file."""
+    batch_poll: float = Field(default=0.5, gt=0, le=60)
+    """GENQ_BATCH_POLL: seconds between a batch runner's looks at its batches' lines."""
     max_image_bytes: int = Field(default=128 * 1024, ge=0)
     """The most bytes of images one request may carry in ``data:`` URLs, counted decoded and
     summed over its messages (``genq_contract.chat.check_image_bytes``); the body cap above

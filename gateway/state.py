@@ -26,6 +26,7 @@ from genq_services.access import Access
 
 from .access.audit import Audit
 from .access.auth import ApiKeyStore, Authenticator, WatchTokens
+from .admission.admit import Admission
 from .admission.budgets import BudgetSweep
 from .admission.holds import TenantHolds
 from .admission.limits import Limiter
@@ -52,6 +53,8 @@ class Gateway:
     api_key_store: ApiKeyStore
     tokens: WatchTokens
     limiter: Limiter
+    admission: Admission
+    """Admits a generation in one round trip on a single server (the limits, the budget)."""
     metrics: Metrics
     history: History
     sweep: BudgetSweep
@@ -71,7 +74,12 @@ class Gateway:
     @classmethod
     async def open(cls, settings: Settings) -> Gateway:
         redis = open_shared(settings)
-        queues = Queues(redis, settings.routing(), **settings.queue_options())
+        queues = Queues(
+            redis,
+            settings.routing(),
+            lane_options=settings.lane_options(),
+            **settings.queue_options(),
+        )
         api_key_store = ApiKeyStore(redis, settings.keys.api_keys)
         access = Access(redis, settings.queue_namespace)  # revoked key ids, disabled tenants
         secret = settings.secret.get_secret_value() if settings.secret else ""
@@ -82,6 +90,7 @@ class Gateway:
         history.start()
         sweep = BudgetSweep(redis, settings, dict(queues), settings.budget_sweep_interval)
         sweep.start()
+        limiter, metrics = Limiter(redis, settings, queues), Metrics()
         return cls(
             settings=settings,
             redis=redis,
@@ -92,8 +101,9 @@ class Gateway:
             ),
             api_key_store=api_key_store,
             tokens=WatchTokens(secret, settings.watch_token_ttl, access),
-            limiter=Limiter(redis, settings, queues),
-            metrics=Metrics(),
+            limiter=limiter,
+            admission=Admission(redis, settings, limiter, metrics),
+            metrics=metrics,
             history=history,
             sweep=sweep,
             audit=Audit(redis, settings.keys.audit),

@@ -33,6 +33,7 @@ from ._events import (
     entry_order,
     visible_text,
 )
+from ._guarded import enqueue_then, run_with_bindings
 from ._job import Attempt, Job
 from ._job_index import IdPage, JobPage
 from ._keys import Keys
@@ -119,11 +120,13 @@ __all__ = [
     "connect",
     "decode_entry",
     "emit_many",
+    "enqueue_then",
     "entry_order",
     "job_states",
     "pinned",
     "raise_if_cancelled",
     "reader_links",
     "run_streamed",
+    "run_with_bindings",
     "visible_text",
 ]

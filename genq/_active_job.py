@@ -11,6 +11,7 @@ from typing import Any
 from ._cancellation import raise_if_cancelled
 from ._errors import JobLeaseLostError
 from ._events import as_text, check_event_type
+from ._job import Attempt, _history
 from ._queue_base import QueueBase
 from ._retrying import with_retry
 from ._scripts import Code
@@ -44,6 +45,11 @@ class ActiveJob:
         self.priority = int(fields.get("priority", 0))
         self.idempotency_key = fields.get("idempotency_key") or None
         self.tenant = fields.get("tenant", "")
+        self.waited = _waited(fields)
+        """Seconds this attempt waited in line (server clock) until this activation: since the
+        job became runnable, at its enqueue, when it was due (a delay, a retry's backoff) or
+        when its previous attempt ended (a reclaimed one)."""
+        self._history = fields.get("history") if self.attempt > 1 else None
         self.metered = ""
         """This attempt's usage as settle.lua takes it ('' until :meth:`meter` is called)."""
         self.signal = asyncio.Event()
@@ -55,6 +61,12 @@ class ActiveJob:
 
     def __repr__(self) -> str:
         return f"ActiveJob(id={self.id!r}, attempt={self.attempt})"
+
+    @property
+    def history(self) -> tuple[Attempt, ...]:
+        """The attempts before this one that ended, oldest first (an attempt lost with its
+        worker as ``lease_expired``), as this attempt's activation read them."""
+        return _history(self._history)
 
     async def emit(self, data: Any, type: str = CHUNK) -> None:
         """Appends ``data`` as an event of ``type`` (and renews the lease): a ``chunk`` by
@@ -175,6 +187,14 @@ def _emit_call(item: EmitItem) -> tuple[list[str], list[Any]]:
         return item[0]._emit_call(CHUNK, json.dumps(item[1], ensure_ascii=False), "")
     job, data, kind = item
     return job._emit_call(check_event_type(kind), json.dumps(data, ensure_ascii=False), "")
+
+
+def _waited(fields: Mapping[str, str]) -> float:
+    started = int(fields.get("started_at") or 0)
+    since = int(fields.get("run_at") or fields.get("created_at") or started)
+    if int(fields.get("attempt") or 1) > 1 and fields.get("history"):
+        since = max(since, int(json.loads(fields["history"])[-1].get("ended_at") or 0))
+    return max(0, started - since) / 1000
 
 
 def record_fields(raw: list[Any]) -> dict[str, str]:

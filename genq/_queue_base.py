@@ -175,15 +175,27 @@ class QueueBase:
             if not left:
                 return total
 
-    def pick_call(self, count: int, claim: float, holder: str = "") -> Call:
+    def pick_call(
+        self,
+        count: int,
+        claim: float,
+        holder: str = "",
+        hint: tuple[str, str, float] | None = None,
+    ) -> Call:
         """``pick.lua``'s keys and arguments: claim up to ``count`` jobs for ``claim`` seconds,
-        filed under ``holder`` (a worker's presence id; '' for none)."""
+        filed under ``holder`` (a worker's presence id; '' for none). ``hint``: (the id a
+        doorbell ring named, a lease token, the lease in seconds): activate that job under the
+        token if this pick claims it."""
         k = self.keys
         keys = [k.ready, k.scheduled, k.leases, k.rank, k.cooldown, k.dead, k.intake, *k.books]
         args = [
             count, ms(claim), ms(self.dead_ttl), self.tenant_concurrency, self.weights_arg,
             holder,
         ]  # fmt: skip
+        if hint is not None:
+            job_id, token, lease = hint
+            keys += [k.job(job_id), k.events(job_id)]
+            args += [job_id, token, ms(lease), self.events_max_len]
         return keys, args
 
     async def cancel_requested(self, job_id: str) -> bool:

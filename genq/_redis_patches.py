@@ -245,8 +245,26 @@ async def evalsha_streamed(
 def _packed(
     conn: AbstractConnection, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]
 ) -> list[bytes]:
-    """One ``EVALSHA`` of ``script``, packed for ``conn``."""
+    """One ``EVALSHA`` of ``script``, packed for ``conn``: by hiredis also where the connection
+    packs with redis-py's own asyncio packer (a plain ``redis.asyncio.Redis``) and encodes
+    text as UTF-8, strictly (redis-py's default). A script call carries every key it touches
+    (the books alone are 13), and that packer, pure Python, took about a third of a plain
+    client's worker time (``bench/queue.py --only apart``). A connection class with a packer
+    of its own (genq's, or one that counts) keeps it."""
+    encoder = conn.encoder
+    if (
+        type(conn).pack_command is _REDIS_PY_PACKER
+        and encoder.encoding in _UTF8
+        and encoder.encoding_errors == "strict"
+    ):
+        return [hiredis.pack_command(("EVALSHA", script.sha, len(keys), *keys, *args))]
     return conn.pack_command("EVALSHA", script.sha, len(keys), *keys, *args)
+
+
+_REDIS_PY_PACKER = AbstractConnection.pack_command
+
+
+_UTF8 = frozenset({"utf-8", "utf8", "UTF-8", "UTF8"})
 
 
 async def _on_pooled_connection(

@@ -35,6 +35,29 @@ async def pick(
             return [as_text(i) for i in claimed], [as_text(i) for i in expired], int(wait_ms)
 
 
+async def pick_hinted(
+    queue: QueueBase, count: int, holder: str, hint: str, lease: float
+) -> tuple[list[tuple[str, dict[str, str]]], list[str], list[str], int]:
+    """:func:`pick`, given the id a doorbell ring named (``hint``): when the pick claims that
+    job it activates it too, in the same round trip. Returns (the hinted job's (token,
+    record) if it was activated, else nothing; the other claimed ids, to :func:`activate`;
+    expired lease ids; ms until the next scheduled job or lease expiry)."""
+    token = uuid.uuid4().hex
+    keys, args = queue.pick_call(count, CLAIM_SECONDS, holder, (hint, token, lease))
+    while True:
+        reply = await queue.scripts.pick(keys=keys, args=args)
+        claimed, expired, wait_ms, admitting = reply[:4]
+        if admitting:
+            continue
+        ids = [as_text(i) for i in claimed]
+        held = reply[4] if len(reply) > 4 else []
+        started = []
+        if held and int(held[0]) == Code.OK:
+            started = [(token, record_fields(held[1]))]
+            ids.remove(hint)
+        return started, ids, [as_text(i) for i in expired], int(wait_ms)
+
+
 async def activate(
     queue: QueueBase, ids: list[str], lease: float
 ) -> list[tuple[str, dict[str, str]]]:

@@ -24,7 +24,7 @@ from ._cluster import Call, open_pubsub, run_durably
 from ._errors import JobError, JobLeaseLostError, RetryJobError, TerminalJobError
 from ._events import as_text
 from ._queue_base import QueueBase, ms, safe_block
-from ._reserve import activate, pick, reclaim
+from ._reserve import activate, pick, pick_hinted, reclaim
 from ._retrying import TRANSIENT, with_retry
 from ._scripts import Code
 from ._streamed import run_streamed
@@ -141,6 +141,16 @@ class Worker:
         """Ids of the jobs this worker is running."""
         return [slot.job.id for slot in self._slots.values()]
 
+    def resize(self, concurrency: int) -> None:
+        """From now on, run at most ``concurrency`` jobs at once (0: take none for now).
+        Running jobs are never stopped; a worker below its new limit picks again at once.
+        Lets two workers share one capacity (a provider's interactive queue and its batch
+        lane), each moving its limit as the other's jobs come and go."""
+        if concurrency < 0:
+            raise ValueError("concurrency must be >= 0")
+        self.concurrency = concurrency
+        self._slot_freed.set()
+
     async def start(self) -> Worker:
         if self._fetcher is None:
             # The connections it holds are taken now, before running jobs can take every other.
@@ -208,6 +218,7 @@ class Worker:
 
     async def _fetch_loop(self) -> None:
         errors = 0
+        hint: str | None = None  # the job id the last doorbell ring named, if any
         while not self._stopping:
             free = self.concurrency - len(self._slots)
             if free <= 0:
@@ -215,7 +226,17 @@ class Worker:
                 await self._slot_freed.wait()
                 continue
             try:
-                claimed, expired, wait_ms = await pick(self.queue, free, self.holder)
+                if hint is None:
+                    claimed, expired, wait_ms = await pick(self.queue, free, self.holder)
+                else:
+                    started, claimed, expired, wait_ms = await pick_hinted(
+                        self.queue, free, self.holder, hint, self.lease
+                    )
+                    hint = None
+                    for token, fields in started:
+                        self._spawn(fields, token)
+                    if started and not claimed and not expired:
+                        continue
                 if expired:
                     await self._reclaim(expired)
                 if claimed:
@@ -225,7 +246,11 @@ class Worker:
                 self._blocking = True
                 try:
                     if not self._stopping:
-                        await self._doorbell.blpop([self.queue.keys.signal], max(timeout, 0.01))
+                        rung = await self._doorbell.blpop(
+                            [self.queue.keys.signal], max(timeout, 0.01)
+                        )
+                        if rung is not None and as_text(rung[1]) != "1":
+                            hint = as_text(rung[1])
                 finally:
                     self._blocking = False
                 errors = 0

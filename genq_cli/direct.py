@@ -50,7 +50,12 @@ async def direct() -> AsyncIterator[Direct]:
             redis=redis,
             store=ApiKeyStore(redis, keys.api_keys),
             access=Access(redis, settings.queue_namespace),
-            queues=Queues(redis, settings.routing(), **settings.queue_options()),
+            queues=Queues(
+                redis,
+                settings.routing(),
+                lane_options=settings.lane_options(),
+                **settings.queue_options(),
+            ),
             audit=Audit(redis, keys.audit),
         )
     finally:

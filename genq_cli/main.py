@@ -33,6 +33,15 @@ cooldown_app = group("cooldown", f"A provider queue's pause after a 429 ({ADMIN_
 tenants_app = group("tenants", "Disable or enable a tenant as a whole (Redis: GENQ_REDIS_URL).")
 budgets_app = group("budgets", f"Tenants' spending limits in USD ({ADMIN_HTTP}).")
 alerts_app = group("alerts", f"Dead-letter alert deliveries to webhooks ({ADMIN_HTTP}).")
+webhooks_app = group(
+    "webhooks", f"Tenants' webhook endpoints and their delivery logs ({ADMIN_HTTP})."
+)
+batches_app = group(
+    "batches",
+    "OpenAI-style batches: a key's own, or with --all every tenant's (admin key); HTTP: "
+    "GENQ_URL, GENQ_API_KEY.",
+)
+EveryTenant = Annotated[bool, typer.Option("--all", help="Every tenant's batches (admin key)")]
 
 Watch = Annotated[bool, typer.Option("--watch", "-w", help="Stream the job until it ends")]
 ProgressBar = Annotated[
@@ -419,6 +428,76 @@ def alerts_list(
     from .alerts import alerts_list as show_alerts
 
     raise typer.Exit(show_alerts(limit, as_json))
+
+
+@batches_app.command("list")
+def batches_list(
+    every: EveryTenant = False,
+    limit: Annotated[int, typer.Option(min=1, max=100, help="Newest batches to show")] = 20,
+    as_json: AsJson = False,
+) -> None:
+    """Batches, newest first: id, endpoint, status and progress (lines done / total)."""
+    from .batches import batches_list as show
+
+    raise typer.Exit(show(every, limit, as_json))
+
+
+@batches_app.command("get")
+def batches_get(
+    batch_id: Annotated[str, typer.Argument(help="The batch id (batch_...)")],
+    as_json: AsJson = False,
+) -> None:
+    """One batch: status, progress, its files, and why it failed validation if it did."""
+    from .batches import batches_get as show
+
+    raise typer.Exit(show(batch_id, as_json))
+
+
+@batches_app.command("cancel")
+def batches_cancel(
+    batch_id: Annotated[str, typer.Argument(help="The batch id (batch_...)")],
+    every: Annotated[bool, typer.Option("--all", help="Any tenant's batch (admin key)")] = False,
+) -> None:
+    """Cancels a batch: its waiting lines at once, its running ones as Stop does."""
+    from .batches import batches_cancel as cancel
+
+    raise typer.Exit(cancel(batch_id, every))
+
+
+@webhooks_app.command("list")
+def webhooks_list(
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's endpoints")] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Every tenant's webhook endpoints (/v1/webhook_endpoints): id, tenant, name, URL,
+    event types."""
+    from .webhooks import webhooks_list as show
+
+    raise typer.Exit(show(tenant, as_json))
+
+
+@webhooks_app.command("deliveries")
+def webhooks_deliveries(
+    endpoint: Annotated[str, typer.Argument(help="The endpoint id (we_...)")],
+    limit: Annotated[int, typer.Option(min=1, max=200, help="Newest attempts to show")] = 20,
+    as_json: AsJson = False,
+) -> None:
+    """An endpoint's delivery log: when, event, webhook-id, attempt, HTTP status or error,
+    and whether it was delivered, will be retried or was given up."""
+    from .webhooks import webhooks_deliveries as show
+
+    raise typer.Exit(show(endpoint, limit, as_json))
+
+
+@webhooks_app.command("test")
+def webhooks_test(
+    endpoint: Annotated[str, typer.Argument(help="The endpoint id (we_...)")],
+    event_type: Annotated[str, typer.Option(help="The sample event's type")] = "response.completed",
+) -> None:
+    """Send the endpoint a signed sample event now; prints the HTTP status it answered."""
+    from .webhooks import webhooks_test as send
+
+    raise typer.Exit(send(endpoint, event_type))
 
 
 @cooldown_app.command("clear")

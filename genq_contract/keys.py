@@ -107,3 +107,41 @@ class GatewayKeys:
         after a request last found it (``gateway.ui_chat.active``). A chat id holds no ``:``,
         so the tenant before it is unambiguous."""
         return self._key(f"uichat:{tenant}:{chat_id}")
+
+    def file(self, file_id: str) -> str:
+        """hash: an uploaded file (``/v1/files``): its object's fields and its ``content``;
+        it expires with the file (``GENQ_FILE_TTL``). A batch's output and error files hold
+        no content: it is made from the lines' records on read (``gateway.openai.batches``)."""
+        return self._key(f"file:{file_id}")
+
+    def files(self, tenant: str) -> str:
+        """zset: the tenant's file ids by creation (ms): the list route's order."""
+        return self._key(f"files:{tenant}")
+
+    def batch(self, batch_id: str) -> str:
+        """hash: a batch (``/v1/batches``): its object's fields, the state its runner keeps."""
+        return self._key(f"batch:{batch_id}")
+
+    def batch_lines(self, batch_id: str) -> str:
+        """hash: line number -> ``{custom_id, job}`` (the line's generation) or ``{custom_id,
+        status, body}`` (a line refused at admission: the route's answer), for the files."""
+        return self._key(f"batch:{batch_id}:lines")
+
+    def batch_runner(self, batch_id: str) -> str:
+        """string + TTL: the gateway process driving the batch now (a lease it renews; when
+        it lapses, another gateway's runner takes the batch over where it was)."""
+        return self._key(f"batch:{batch_id}:runner")
+
+    def batches(self, tenant: str) -> str:
+        """zset: the tenant's batch ids by creation (ms): the list route's order."""
+        return self._key(f"batches:{tenant}")
+
+    @property
+    def all_batches(self) -> str:
+        """zset: every tenant's batch ids by creation (ms): the admin list."""
+        return self._key("batches:all")
+
+    @property
+    def active_batches(self) -> str:
+        """zset: ids of batches not yet final, by creation (ms): what runners look after."""
+        return self._key("batches:active")

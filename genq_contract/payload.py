@@ -46,6 +46,10 @@ class GenerationPayload(BaseModel):
     """The request's metadata, returned as is."""
     fingerprint: str | None = None
     """Hash of the request's meaning: a replayed Idempotency-Key must bring the same one."""
+    traceparent: str | None = None
+    """The W3C trace context (``00-<trace id>-<span id>-<flags>``) of the span that enqueued
+    it, written by the gateway when tracing is on: the workers' spans join that trace, across
+    processes and restarts (docs/OBSERVABILITY.md). None: not traced."""
 
     @model_validator(mode="before")
     @classmethod

@@ -8,7 +8,7 @@ the Redis the gateway reads.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -68,6 +68,27 @@ class CommonSettings(RoutingSettings):
     (402 past it) and workers charge what attempts cost (``genq_services.budget``). Limits an
     operator sets with ``PUT /v1/budgets/{tenant}`` win over these."""
 
+    batch_share: float = Field(default=0.5, gt=0, le=1)
+    """GENQ_BATCH_SHARE: the most of each provider's concurrency batch lines may hold (0-1,
+    at least one slot). Interactive jobs are served first and may use all of it."""
+    batch_result_ttl: float = Field(default=86400.0, ge=0)
+    """GENQ_BATCH_RESULT_TTL: seconds a finished batch line (its record, and so its line of the
+    batch's output or error file) stays readable; 0 keeps it forever. Give gateways and
+    workers the same."""
+
+    webhook_allow_private: bool = False
+    """GENQ_WEBHOOK_ALLOW_PRIVATE: 1 lets webhook endpoints (``/v1/webhook_endpoints``) use
+    ``http://`` and private, loopback and link-local addresses (tests, local setups). Off,
+    only ``https://`` URLs whose host resolves to public addresses are taken, checked at
+    create, update and every delivery (docs/SECURITY.md)."""
+    webhook_timeout: float = Field(default=10.0, gt=0, le=60)
+    """GENQ_WEBHOOK_TIMEOUT: seconds one webhook POST (a delivery, or ``.../test``) may take."""
+
+    log_format: Literal["text", "json"] = "text"
+    """GENQ_LOG_FORMAT: ``text`` (default) or ``json``: one JSON object per line, with the
+    ``trace_id`` and ``span_id`` of the current span on every line written inside one (gateway
+    and workers; docs/OBSERVABILITY.md)."""
+
     def queue_options(self) -> dict[str, Any]:
         """The :class:`genq.Queue` options every process builds its queues with (retention,
         attempts, the fair share, durable acceptance), so the gateway, the workers and the CLI
@@ -81,3 +102,8 @@ class CommonSettings(RoutingSettings):
             "durable_replicas": self.durable_replicas,
             "durable_timeout": self.durable_timeout,
         }
+
+    def lane_options(self) -> dict[str, Any]:
+        """:meth:`queue_options` for a provider's batch lane (``genq_contract.lanes``): its
+        lines stay readable ``GENQ_BATCH_RESULT_TTL``, for the batch's output file."""
+        return {**self.queue_options(), "result_ttl": self.batch_result_ttl}

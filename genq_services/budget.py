@@ -93,7 +93,22 @@ class Account:
 # -- scripts ------------------------------------------------------------------------------------
 
 _LUA = resources.files("genq_services") / "lua"
-_SOURCES = {name: (_LUA / f"budget_{name}.lua").read_text() for name in ("reserve", "charge")}
+LIBRARY = (_LUA / "_budget_lib.lua").read_text()
+"""The Lua functions that read an account, check an amount against it and reserve it: one
+definition for every script that reserves (``budget_reserve.lua``, the gateway's admission)."""
+
+
+def spliced(script: str, *libraries: str) -> str:
+    """``script`` with ``libraries`` (Lua text of local functions) put right after its first
+    line, the ``#!lua`` flags line, which must stay first."""
+    flags, _, body = script.partition("\n")
+    return "\n".join([flags, *libraries, body])
+
+
+_SOURCES = {
+    "reserve": spliced((_LUA / "budget_reserve.lua").read_text(), LIBRARY),
+    "charge": (_LUA / "budget_charge.lua").read_text(),
+}
 _registered: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 

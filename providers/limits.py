@@ -33,6 +33,7 @@ from tenacity import (
 from genq import Queue
 from genq_contract.keys import PROVIDER_429S
 from providers.errors import RateLimitedError
+from providers.telemetry import note_cooldown
 
 log = logging.getLogger("providers.limits")
 
@@ -41,11 +42,21 @@ DEFAULT_MAX_COOLDOWN = 300.0
 """Seconds: the longest queue-wide pause one 429 can cause (``GENQ_MAX_COOLDOWN``)."""
 
 
+LANE_COOLDOWN_FACTOR = 2.0
+"""A provider's batch lane pauses this many times as long as its interactive queue after a
+429 there, so batch lines resume last (``GENQ_BATCH_SHARE``, ``genq_contract.lanes``)."""
+
+
 async def note_rate_limit(
-    queue: Queue, error: BaseException, max_cooldown: float = DEFAULT_MAX_COOLDOWN
+    queue: Queue,
+    error: BaseException,
+    max_cooldown: float = DEFAULT_MAX_COOLDOWN,
+    lane: Queue | None = None,
 ) -> float | None:
     """After a 429: counts it and, if provider-wide with a Retry-After, pauses ``queue`` for
-    that long, at most ``max_cooldown`` seconds (0 = never pause).
+    that long, at most ``max_cooldown`` seconds (0 = never pause), and the provider's batch
+    ``lane`` (when given) :data:`LANE_COOLDOWN_FACTOR` times as long. A 429 of a batch line
+    (``queue`` is the lane) pauses the lane alone: interactive work keeps its turn.
 
     Returns the cooldown now in force (None if none was set). Never raises: a Redis blip here
     must not replace the provider error the job settles with, and the job's own retry is
@@ -53,6 +64,7 @@ async def note_rate_limit(
     """
     if not isinstance(error, RateLimitedError):
         return None
+    note_cooldown(error)
     try:
         async for attempt in _redis_retrying():
             with attempt:
@@ -63,6 +75,8 @@ async def note_rate_limit(
         async for attempt in _redis_retrying():
             with attempt:
                 remaining = await queue.cooldown(pause)
+                if lane is not None:
+                    await lane.cooldown(pause * LANE_COOLDOWN_FACTOR)
     except Exception as exc:
         log.warning("could not record the 429 on %s (%s); only this job waits", queue, exc)
         return None

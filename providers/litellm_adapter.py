@@ -28,6 +28,7 @@ from typing import Any
 from providers import demo
 from providers._litellm import litellm, provider_reported_usage
 from providers.errors import ProviderSilenceError, to_job_error
+from providers.telemetry import ProviderCall
 
 DEFAULT_SILENCE_TIMEOUT = 30.0
 
@@ -90,8 +91,16 @@ async def stream_chat(
         request["api_key"] = api_key
     secrets = (api_key,) if api_key else ()
 
-    response = await _within(silence_timeout, litellm.acompletion(**request), secrets)
+    call = ProviderCall(model, request)
+    try:
+        with call.current():
+            response = await _within(silence_timeout, litellm.acompletion(**request), secrets)
+    except BaseException as exc:
+        call.end(exc)
+        raise
     silence = _SilenceWatch(silence_timeout)
+    first = True
+    error: BaseException | None = None
     try:
         while True:
             silence.waiting()
@@ -107,13 +116,22 @@ async def stream_chat(
                 raise to_job_error(exc, secrets) from exc
             finally:
                 silence.arrived()
+            if first:
+                call.first_chunk(chunk)
+                first = False
             delta = _delta(chunk)
             if delta is not None and delta.usage is not None and not _reported(response):
                 delta = _without_usage(delta)
             if delta is not None:
+                if delta.finish_reason or delta.usage is not None:
+                    call.last_steps(delta.finish_reason, delta.usage)
                 yield delta
+    except BaseException as exc:
+        error = exc
+        raise
     finally:
         silence.stop()
+        call.end(error)
         await response.aclose()
 
 

@@ -32,6 +32,7 @@ from genq_contract.payload import GenerationPayload
 from genq_contract.routing import Routing, RoutingError, new_job_id
 from providers.errors import RateLimitedError
 from workers.coalesce import JobEmitter
+from workers.telemetry import current_traceparent, note_fallback
 
 log = logging.getLogger("workers.fallback")
 
@@ -128,6 +129,7 @@ class Fallbacks:
                 raise
             reason = reason_or_none
         child_id = await self._enqueue(job, request, queue, model, rest)
+        note_fallback(model, child_id)
         log.info(
             "job %s: %s -> fallback %s (%s): %s", job.id, request.model, model, child_id, reason
         )
@@ -144,7 +146,8 @@ class Fallbacks:
         model: str,
         rest: list[str],
     ) -> str:
-        payload = request.model_copy(update={"model": model, "fallbacks": rest})
+        update = {"model": model, "fallbacks": rest, "traceparent": current_traceparent()}
+        payload = request.model_copy(update=update)
         enqueued = await queue.enqueue(
             payload.model_dump(),
             idempotency_key=fallback_key(job.id),

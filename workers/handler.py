@@ -81,6 +81,9 @@ class GenerationHandler:
     (``GENQ_ACCESS_CACHE_SECONDS``); None: run every generation without checking."""
     access_recheck: float = 1.0
     """Seconds between the checks of a streaming generation (answered from the snapshot)."""
+    batch_lane: Queue | None = None
+    """The provider's batch lane, when this handler serves its interactive queue: a 429 here
+    pauses the lane first and longer (``providers.limits.note_rate_limit``)."""
     batcher: EmitBatcher | None = field(default=None, init=False)
     fallbacks: Fallbacks = field(init=False)
     access: CachedAccess | None = field(default=None, init=False)
@@ -215,7 +218,7 @@ class GenerationHandler:
 
     async def _after_failure(self, emitter: JobEmitter, exc: Exception) -> None:
         """Pauses the provider after a 429, and shows watchers the text that did arrive."""
-        await note_rate_limit(self.queue, exc, self.max_cooldown)
+        await note_rate_limit(self.queue, exc, self.max_cooldown, lane=self.batch_lane)
         with contextlib.suppress(Exception):
             await emitter.aclose()
 

@@ -42,6 +42,7 @@ from genq_contract.transcript import Transcript
 from genq_services import budget
 from providers.costs import estimate_usage, with_cost
 from workers.metering import Metering
+from workers.telemetry import trace_lost_attempt
 
 log = logging.getLogger("workers")
 
@@ -115,6 +116,7 @@ class LostAttemptMeter:
         if not await queue.meter_lost(lost.job_id, lost.attempt, model, usage.counts()):
             return False
         self.metered += 1
+        await trace_lost_attempt(queue, lost, model, usage)
         log.warning(
             "job %s: attempt %d was lost with its worker; metered %d prompt + %d completion "
             "tokens (estimated), $%.6f",

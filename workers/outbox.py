@@ -46,10 +46,28 @@ CLAIM_PAGES = 10
 
 @dataclass(frozen=True, order=True)
 class Source:
-    """A provider queue whose outbox is read: its name (provider) and its genq prefix."""
+    """A provider queue whose outbox is read: its name (provider) and its genq prefix;
+    ``stream``: another stream in that queue's slot to read instead of its dead-letter outbox
+    (the webhook events, ``workers.webhook_delivery``)."""
 
     name: str
     prefix: str
+    stream: str | None = None
+
+
+class StreamGroup(OutboxGroup):
+    """A consumer group on ``stream``, a stream of the queue's slot other than its outbox."""
+
+    def __init__(self, queue: Queue, group: str, stream: str) -> None:
+        super().__init__(queue, group)
+        self.stream = stream
+
+
+def group_of(redis: Any, source: Source, group: str) -> OutboxGroup:
+    queue = Queue(redis, source.prefix)
+    return (
+        queue.outbox(group) if source.stream is None else StreamGroup(queue, group, source.stream)
+    )
 
 
 Handler = Callable[[Source, str, dict[str, Any]], Awaitable[None]]
@@ -76,16 +94,15 @@ class OutboxReader:
         claim_every: float | None = None,
         block: float = 1.0,
         batch: int = 100,
+        group: str = GROUP,
     ) -> None:
-        """``claim_after``: seconds an entry stays pending (read, not acked) before another
-        reader takes it over; ``claim_every``: how often to look for such entries (default a
-        fifth of ``claim_after``, between 0.1 and 30 s); ``block``: seconds one read waits
-        (keep it under the client's socket timeout)."""
+        """``group``: the consumer group's name; ``claim_after``: seconds an entry stays
+        pending (read, not acked) before another reader takes it over; ``claim_every``: how
+        often to look for such entries (default a fifth of ``claim_after``, between 0.1 and
+        30 s); ``block``: seconds one read waits (keep it under the client's socket timeout)."""
         self.redis = redis
         self.sources = list(sources)
-        self._groups = {
-            source: Queue(redis, source.prefix).outbox(GROUP) for source in self.sources
-        }
+        self._groups = {source: group_of(redis, source, group) for source in self.sources}
         self.handle = handle
         self.consumer = consumer or consumer_name()
         self.claim_after = claim_after
@@ -174,7 +191,7 @@ class OutboxReader:
             )
             if entries:
                 log.warning(
-                    "taking over %d dead-letter notice(s) of %s left pending",
+                    "taking over %d outbox entries of %s left pending",
                     len(entries),
                     source.name,
                 )
@@ -192,12 +209,12 @@ class OutboxReader:
                 continue
             notice = _notice(fields)
             if notice is None:
-                log.error("unreadable dead-letter notice %s in %s: %r", entry_id, source, fields)
+                log.error("unreadable outbox entry %s in %s: %r", entry_id, source, fields)
             else:
                 try:
                     await self.handle(source, entry_id, notice)
                 except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-                    log.error("alert for %s deferred (%s)", notice.get("id"), exc)
+                    log.error("outbox entry %s deferred (%s)", entry_id, exc)
                     break
             done.append(entry_id)
         if done:

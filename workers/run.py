@@ -9,6 +9,7 @@ import asyncio
 import gc
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 from redis.asyncio.retry import Retry
@@ -27,6 +28,9 @@ from genq import HELD_CONNECTIONS, Queue, RedisClient, Worker
 from genq.connection import DEFAULTS as CONNECTION_DEFAULTS
 from genq.connection import connect as connect_redis
 from genq_contract.keys import GatewayKeys
+from genq_contract.lanes import batch_lane, batch_slots, is_batch_lane
+from genq_contract.routing import ProviderConfig
+from genq_contract.webhooks import deliveries_prefix
 from genq_services.capabilities import publish_capabilities
 from genq_services.prices import publish_prices
 from providers.capabilities import capabilities_of
@@ -35,11 +39,15 @@ from workers.alerts import DeadLetterAlerts
 from workers.coalesce import EmitStats
 from workers.drain import Drain
 from workers.handler import GenerationHandler
+from workers.lanes import Lanes
 from workers.logs import configure as configure_logging
 from workers.logs import log_failure
 from workers.lost_attempts import LostAttemptMeter
 from workers.metering import Metering
 from workers.settings import WorkerSettings
+from workers.telemetry import TracedHandler
+from workers.telemetry import install as install_telemetry
+from workers.webhook_delivery import MAX_RETRY_DELAY, WebhookDeliveries
 
 log = logging.getLogger("workers")
 
@@ -63,40 +71,63 @@ class WorkerProcess:
         routing = settings.routing()
         metering = Metering(budgets=settings, overrun=settings.budget_overrun)
         process = cls(settings, redis, metering=metering)
+        timings: dict[str, Any] = {
+            "lease": settings.lease,
+            "backoff": settings.backoff,
+            "max_backoff": max(settings.max_backoff, settings.backoff),
+        }
         for name in settings.selected_providers():
             provider = routing.providers[name]
             queue = Queue(
+                redis, prefix=provider.queue_prefix, **timings, **settings.queue_options()
+            )
+            lane = Queue(
                 redis,
-                prefix=provider.queue_prefix,
-                lease=settings.lease,
-                backoff=settings.backoff,
-                max_backoff=max(settings.max_backoff, settings.backoff),
-                **settings.queue_options(),
+                prefix=batch_lane(provider.queue_prefix),
+                **timings,
+                **settings.lane_options(),
             )
-            handler = GenerationHandler(
-                queue,
-                routing,
-                provider,
-                silence_timeout=settings.silence_timeout,
-                coalesce_window=settings.coalesce_window_ms / 1000,
-                coalesce_max_chars=settings.coalesce_max_chars,
-                stats=process.stats,
-                demo_faults=settings.demo_faults_enabled(),
-                max_cooldown=settings.max_cooldown,
-                fallback_max_wait=settings.fallback_max_wait,
-                access_cache_seconds=settings.access_cache_seconds,
-                metering=process.metering,
+            lanes = Lanes(
+                provider.concurrency, batch_slots(provider.concurrency, settings.batch_share)
             )
-            process.queues[name] = queue
-            process.handlers[name] = handler
-            process.workers[name] = queue.worker(
-                handler,
-                concurrency=provider.concurrency,
-                on_error=log_failure,
-                presence=settings.presence,
-            )
+            for lane_name, lane_queue, handler in (
+                (name, queue, process.handler(queue, provider, batch_lane=lane)),
+                (batch_lane(name), lane, process.handler(lane, provider)),
+            ):
+                process.queues[lane_name] = lane_queue
+                process.handlers[lane_name] = handler
+                process.workers[lane_name] = lane_queue.worker(
+                    TracedHandler(
+                        lanes.wrap("batch" if lane_queue is lane else "interactive", handler),
+                        lane_queue.prefix,
+                    ),
+                    concurrency=provider.concurrency,
+                    on_error=log_failure,
+                    presence=settings.presence,
+                )
+            lanes.attach(process.workers[name], process.workers[batch_lane(name)])
         process.lost = LostAttemptMeter(list(process.queues.values()), process.metering)
         return process
+
+    def handler(
+        self, queue: Queue, provider: ProviderConfig, batch_lane: Queue | None = None
+    ) -> GenerationHandler:
+        settings = self.settings
+        return GenerationHandler(
+            queue,
+            settings.routing(),
+            provider,
+            silence_timeout=settings.silence_timeout,
+            coalesce_window=settings.coalesce_window_ms / 1000,
+            coalesce_max_chars=settings.coalesce_max_chars,
+            stats=self.stats,
+            demo_faults=settings.demo_faults_enabled(),
+            max_cooldown=settings.max_cooldown,
+            fallback_max_wait=settings.fallback_max_wait,
+            access_cache_seconds=settings.access_cache_seconds,
+            metering=self.metering,
+            batch_lane=batch_lane,
+        )
 
     async def start(self) -> None:
         await self.publish_models()
@@ -157,6 +188,35 @@ def build_alerts(settings: WorkerSettings, redis: RedisClient) -> DeadLetterAler
     )
 
 
+def build_webhooks(settings: WorkerSettings, redis: RedisClient) -> WebhookDeliveries:
+    """The webhook events of this process (``/v1/webhook_endpoints``, ``workers.webhook_delivery``):
+    always on, a few idle reads when no tenant has an endpoint."""
+    options: dict[str, Any] = {
+        **settings.queue_options(),
+        "max_attempts": settings.webhook_max_attempts,
+        "tenant_concurrency": 0,  # a tenant's deliveries are not its generations
+    }
+    queue = Queue(
+        redis,
+        prefix=deliveries_prefix(settings.queue_namespace),
+        backoff=settings.webhook_retry_base,
+        max_backoff=max(settings.webhook_retry_base, MAX_RETRY_DELAY),
+        lease=max(30.0, settings.webhook_timeout * 3),
+        **options,
+    )
+    return WebhookDeliveries(
+        redis,
+        settings.queue_namespace,
+        queue,
+        allow_private=settings.webhook_allow_private,
+        timeout=settings.webhook_timeout,
+        retry_base=settings.webhook_retry_base,
+        claim_after=settings.alert_claim_after,
+        block=min(1.0, settings.redis_socket_timeout / 2),
+        sweep_every=settings.webhook_sweep_every,
+    )
+
+
 POOL_SPARE = 16
 """Connections a worker process keeps beyond one per job: activations, settles and the
 dead-letter alerts' own worker take a few at a time."""
@@ -166,13 +226,13 @@ def pool_size(settings: WorkerSettings) -> int:
     """The worker process's connection pool: one connection per job it can run at once (with
     emits not batched, ``GENQ_COALESCE_WINDOW_MS=0``, each running job holds one while it
     emits), the three each queue's worker holds (its doorbell, its presence and its cancel
-    channel), and :data:`POOL_SPARE`; never fewer than genq's default. Connections open only
-    when used."""
+    channel: two queues per provider, its own and its batch lane), and :data:`POOL_SPARE`;
+    never fewer than genq's default. Connections open only when used."""
     routing = settings.routing()
     names = settings.selected_providers()
     jobs = sum(routing.providers[name].concurrency for name in names)
     least: int = CONNECTION_DEFAULTS["max_connections"]
-    return max(least, jobs + HELD_CONNECTIONS * len(names) + POOL_SPARE)
+    return max(least, jobs + HELD_CONNECTIONS * 2 * len(names) + POOL_SPARE)
 
 
 def connect(settings: WorkerSettings) -> RedisClient:
@@ -236,7 +296,16 @@ async def serve(settings: WorkerSettings) -> None:
                 f"{hook.name}={httpx.URL(hook.url).host}" for hook in alerts.webhooks.values()
             )
             log.info("dead-letter alerts to %s via queue %s", hosts, alerts.queue.prefix)
+        webhooks = build_webhooks(settings, redis)
+        await webhooks.start()
         for name, worker in process.workers.items():
+            if is_batch_lane(name):
+                log.info(
+                    "running batch lines on queue %s (up to %d slots)",
+                    process.queues[name].prefix,
+                    worker.concurrency,
+                )
+                continue
             log.info(
                 "serving provider %s on queue %s (concurrency %d)",
                 name,
@@ -247,6 +316,7 @@ async def serve(settings: WorkerSettings) -> None:
         await drain.stop(list(process.workers.values()))
         if alerts is not None:
             await alerts.stop(deadline=settings.drain_deadline)
+        await webhooks.stop(deadline=settings.drain_deadline)
         await process.close_handlers()
         log.info("drained; exiting")
     finally:
@@ -258,4 +328,5 @@ def run_worker(settings: WorkerSettings | None = None) -> None:
     """The worker process's entry point; returns (exit 0) once drained after SIGTERM."""
     settings = settings or WorkerSettings()
     configure_logging(settings.log_level)
+    install_telemetry(settings.log_format, settings.metrics_port, settings.metrics_host)
     asyncio.run(serve(settings))

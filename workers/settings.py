@@ -52,6 +52,13 @@ class WorkerSettings(CommonSettings):
     """GENQ_REDIS_SOCKET_TIMEOUT: a dead connection fails after this instead of hanging."""
     log_level: str = "INFO"
     """GENQ_LOG_LEVEL."""
+    metrics_port: int = Field(0, ge=0, le=65535)
+    """GENQ_METRICS_PORT: serve the worker's Prometheus ``/metrics`` (the GenAI histograms:
+    tokens, duration and time to first chunk per provider call, queue wait, attempts) on this
+    port; 0 (default): not served. ``genq worker --processes N`` gives its N processes this
+    port and the next N-1."""
+    metrics_host: str = "127.0.0.1"
+    """GENQ_METRICS_HOST: the address ``/metrics`` listens on (``0.0.0.0`` in a container)."""
     demo_faults: bool | None = None
     """GENQ_DEMO_FAULTS: the demo provider fails on request (``[demo:429]``, ``demo_fault``);
     default: on in dev mode (GENQ_DEV), off otherwise (see ``providers.demo``)."""
@@ -90,6 +97,16 @@ class WorkerSettings(CommonSettings):
     """GENQ_ALERT_MAX_ATTEMPTS: tries of one webhook delivery before it dead-letters."""
     alert_timeout: float = Field(10.0, gt=0)
     """GENQ_ALERT_TIMEOUT: seconds one webhook POST may take."""
+
+    webhook_max_attempts: int = Field(16, ge=1, le=50)
+    """GENQ_WEBHOOK_MAX_ATTEMPTS: tries of one webhook event delivery to one endpoint; with
+    GENQ_WEBHOOK_RETRY_BASE's default they span about a day (``workers.webhook_delivery``)."""
+    webhook_retry_base: float = Field(5.0, gt=0)
+    """GENQ_WEBHOOK_RETRY_BASE: seconds before a failed webhook delivery's first retry; each
+    next waits twice as long, at most 6 h."""
+    webhook_sweep_every: float = Field(0.5, gt=0, le=60)
+    """GENQ_WEBHOOK_SWEEP_EVERY: seconds between two looks for generations that ended and owe
+    their tenant's endpoints an event."""
 
     @field_validator("alert_webhooks", mode="before")
     @classmethod

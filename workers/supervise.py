@@ -29,6 +29,7 @@ from genq_contract.settings import CommonSettings
 from workers.drain import STOP_SIGNALS
 from workers.lifetime import die_with_parent
 from workers.logs import configure as configure_logging
+from workers.telemetry import child_environment
 
 log = logging.getLogger("workers.supervise")
 
@@ -112,7 +113,10 @@ class Supervisor:
         while not self._draining.is_set():
             started = loop.time()
             process = await asyncio.create_subprocess_exec(
-                *self.command, start_new_session=True, preexec_fn=die_with_parent
+                *self.command,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+                env=child_environment(slot),
             )
             self.children[slot] = process
             log.info("worker process %d started (pid %d)", slot, process.pid)

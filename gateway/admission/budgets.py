@@ -66,24 +66,34 @@ async def reserve(
         return False
     price = terms.prices.get(payload.model)
     if price is None:
-        raise Unavailable(
-            f"no price is known yet for model {payload.model!r} (workers publish the prices "
-            "of the models they serve when they start), so a budget cannot be checked: retry "
-            "once a worker for it runs"
-        )
+        raise no_price(payload.model)
     amount = max_cost_nanos(payload, price)
     try:
         await budget.reserve(redis, settings.queue_namespace, tenant, job_id, amount, terms.limits)
     except BudgetExceeded as exc:
-        raise PaymentRequired(
-            f"this generation may cost up to ${nanos_to_usd(amount):.6f}, more than "
-            f"the ${exc.remaining_usd:.6f} left of the tenant's {exc.limit} budget; it resets "
-            f"at {exc.resets_at.isoformat()}",
-            limit=exc.limit,
-            remaining_usd=exc.remaining_usd,
-            resets_at=exc.resets_at.isoformat(),
-        ) from None
+        raise over_budget(amount, exc) from None
     return True
+
+
+def no_price(model: str) -> Unavailable:
+    """The refusal of a budgeted tenant's generation whose model has no published price."""
+    return Unavailable(
+        f"no price is known yet for model {model!r} (workers publish the prices "
+        "of the models they serve when they start), so a budget cannot be checked: retry "
+        "once a worker for it runs"
+    )
+
+
+def over_budget(amount_nanos: int, exc: BudgetExceeded) -> PaymentRequired:
+    """The 402 of a generation whose maximum cost ``amount_nanos`` did not fit."""
+    return PaymentRequired(
+        f"this generation may cost up to ${nanos_to_usd(amount_nanos):.6f}, more than "
+        f"the ${exc.remaining_usd:.6f} left of the tenant's {exc.limit} budget; it resets "
+        f"at {exc.resets_at.isoformat()}",
+        limit=exc.limit,
+        remaining_usd=exc.remaining_usd,
+        resets_at=exc.resets_at.isoformat(),
+    )
 
 
 async def release(redis: Any, settings: Settings, tenant: str, job_id: str) -> None:

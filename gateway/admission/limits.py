@@ -5,6 +5,11 @@ All are shared by every gateway process, since they live in Redis. The in-flight
 tenant's unfinished job ids; it is pruned of finished jobs only when it looks full, so the
 common path costs one round trip.
 
+Each limit here is one step of its own (a round trip, or one for a batch's items): what a
+Cluster and the batch route take. A single POST on one server takes them all in one script with
+the claim and the replay lookup (:mod:`gateway.admission.admit`); both read the same keys and
+run the same Lua (``gateway/lua/_limits_lib.lua``).
+
 A replay (an Idempotency-Key already bound to a job) is never charged, even when it races the
 original: the queue binds a key only once its job is enqueued, so 50 simultaneous requests
 with one key would all find it unbound and all pay before 49 learnt they were replays (those
@@ -21,7 +26,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from importlib import resources
 from typing import Any
 
 from genq import TERMINAL, Queue, as_text, job_states, run_streamed
@@ -29,6 +33,7 @@ from genq import TERMINAL, Queue, as_text, job_states, run_streamed
 from ..errors import Conflict, NotFound, RateLimited
 from ..queues import Queues
 from ..settings import Settings
+from .lua_source import script_text
 
 IN_FLIGHT_KEY_TTL = 86_400
 RESERVATION_GRACE_MS = 60_000
@@ -57,10 +62,9 @@ class Limiter:
         self.redis = redis
         self.settings = settings
         self.queues = queues
-        lua = resources.files("gateway") / "lua"
-        self._token_bucket = redis.register_script((lua / "token_bucket.lua").read_text())
-        self._release_claim = redis.register_script((lua / "release_claim.lua").read_text())
-        self._daily_quota = redis.register_script((lua / "daily_quota.lua").read_text())
+        self._token_bucket = redis.register_script(script_text("token_bucket"))
+        self.release_claim_script = redis.register_script(script_text("release_claim"))
+        self._daily_quota = redis.register_script(script_text("daily_quota"))
 
     @asynccontextmanager
     async def claim(self, scoped_key: str) -> AsyncIterator[None]:
@@ -73,7 +77,7 @@ class Limiter:
         try:
             yield
         finally:
-            await asyncio.shield(self._release_claim(keys=[key], args=[token]))
+            await asyncio.shield(self.release_claim_script(keys=[key], args=[token]))
 
     @asynccontextmanager
     async def claim_many(self, scoped_keys: Sequence[str]) -> AsyncIterator[dict[str, Conflict]]:
@@ -101,7 +105,7 @@ class Limiter:
         finally:
             if held:
                 calls = [([name], [token]) for name in held]
-                await asyncio.shield(run_streamed(self.redis, self._release_claim, calls))
+                await asyncio.shield(run_streamed(self.redis, self.release_claim_script, calls))
 
     async def _wait_for_claim(self, key: str, token: str) -> None:
         deadline = time.monotonic() + CLAIM_WAIT
@@ -127,14 +131,16 @@ class Limiter:
             self.redis, self._token_bucket, [([key], [rate, burst])] * count
         )
         return [
-            None
-            if int(allowed)
-            else RateLimited(
-                f"enqueue rate limit reached ({rate:g}/s, bursts of {burst}); retry later",
-                retry_after=int(wait_ms) / 1000,
-            )
+            None if int(allowed) else self.rate_refusal(tenant, int(wait_ms))
             for allowed, wait_ms in replies
         ]
+
+    def rate_refusal(self, tenant: str, wait_ms: int) -> RateLimited:
+        rate, burst, _ = self.settings.limits_for(tenant)
+        return RateLimited(
+            f"enqueue rate limit reached ({rate:g}/s, bursts of {burst}); retry later",
+            retry_after=wait_ms / 1000,
+        )
 
     async def charge_daily(self, tenant: str) -> str | None:
         """Counts one accepted generation against the tenant's quota for today (UTC, by this
@@ -156,15 +162,14 @@ class Limiter:
         key = self.settings.keys.daily_count(tenant, day)
         call = ([key], [quota, int(day_ends) + DAILY_KEY_MARGIN])
         replies = await run_streamed(self.redis, self._daily_quota, [call] * count)
-        return [
-            key
-            if int(charged)
-            else RateLimited(
-                f"daily quota reached ({quota} generations per UTC day); it resets at 00:00 UTC",
-                retry_after=day_ends - now,
-            )
-            for charged, _ in replies
-        ]
+        return [key if int(charged) else self.daily_refusal(tenant, now) for charged, _ in replies]
+
+    def daily_refusal(self, tenant: str, now: float) -> RateLimited:
+        quota = self.settings.daily_quota_for(tenant)
+        return RateLimited(
+            f"daily quota reached ({quota} generations per UTC day); it resets at 00:00 UTC",
+            retry_after=utc_day(now)[1] - now,
+        )
 
     async def refund_daily(self, key: str | None, count: int = 1) -> None:
         """Gives back ``count`` charges of :meth:`charge_daily` on ``key`` (generations that
@@ -195,7 +200,7 @@ class Limiter:
             return len(job_ids)
         # Past the cap: once the finished jobs are pruned, the first ones that fit keep their
         # place (this request's jobs are not finished, so the prune keeps them all).
-        others = await self._prune(key) - len(job_ids)
+        others = await self.prune(key) - len(job_ids)
         fit = min(len(job_ids), max(0, cap - others))
         if fit < len(job_ids):
             await self.redis.zrem(key, *job_ids[fit:])
@@ -211,7 +216,7 @@ class Limiter:
     async def release_in_flight(self, tenant: str, job_id: str) -> None:
         await self.redis.zrem(self.settings.keys.in_flight(tenant), job_id)
 
-    async def _prune(self, key: str) -> int:
+    async def prune(self, key: str) -> int:
         """Drops the finished jobs from an in-flight set: one pipelined status read per
         ``PRUNE_BATCH`` members, so a full set of ten thousand costs ten round trips."""
         members = await self.redis.zrange(key, 0, -1, withscores=True)

@@ -13,6 +13,8 @@ fails.
 A tenant with a budget has the generation's maximum cost reserved last, just before the enqueue
 (402 past the budget: ``gateway.admission.budgets``), and given back with the rest when the enqueue
 fails or turns out to be a replay.
+On a single Redis server all of that before the enqueue is one round trip and the enqueue one
+more (:mod:`gateway.admission.admit`); on a Cluster each step is its own.
 """
 
 from __future__ import annotations
@@ -32,14 +34,18 @@ from genq_contract import chat
 from genq_contract.payload import GenerationPayload, payload_fields
 from genq_contract.routing import RoutingError
 from genq_services import capabilities
+from genq_services.webhook_endpoints import PendingGeneration
 
 from ..access.auth import Principal
 from ..access.owned_jobs import tenant_of
 from ..errors import BadRequest, PaymentRequired, RateLimited, Unprocessable
 from ..records import events_url
 from ..state import Gateway
+from ..telemetry import enqueue_span
 from . import budgets
+from .admit import Bound
 from .schemas import GenerationCreated, GenerationRequest
+from .webhook_note import WebhookNote, note_end
 
 
 @dataclass(frozen=True)
@@ -76,31 +82,91 @@ def answer_created(
 
 
 async def submit(
-    gateway: Gateway, principal: Principal, body: GenerationRequest, idempotency_key: str | None
+    gateway: Gateway,
+    principal: Principal,
+    body: GenerationRequest,
+    idempotency_key: str | None,
+    notify: WebhookNote | None = None,
 ) -> Submitted:
+    """``notify``: the generation's end is a webhook event of this kind for its tenant's
+    endpoints (noted before the enqueue: ``gateway.admission.webhook_note``)."""
+    if gateway.admission.at_once:
+        return await _submit_at_once(gateway, principal, body, idempotency_key, notify)
     if not idempotency_key:
-        return await _submit(gateway, principal, body, None)
+        return await _submit(gateway, principal, body, None, notify)
     async with gateway.limiter.claim(f"{principal.tenant}:{idempotency_key}"):
-        return await _submit(gateway, principal, body, idempotency_key)
+        return await _submit(gateway, principal, body, idempotency_key, notify)
+
+
+async def _submit_at_once(
+    gateway: Gateway,
+    principal: Principal,
+    body: GenerationRequest,
+    idempotency_key: str | None,
+    notify: WebhookNote | None,
+) -> Submitted:
+    """:func:`submit` on a single server: the replay lookup, the key's claim, every limit and
+    the budget in one round trip (:mod:`gateway.admission.admit`), the enqueue and the claim's
+    release in one more."""
+    route = await check_route(gateway, body)
+    scoped_key = scoped(principal, idempotency_key) if idempotency_key else None
+    pending = draft_job(gateway, principal, body, route, scoped_key)
+    admission = gateway.admission
+    claim = admission.claim(scoped_key, pending.job_id) if scoped_key else None
+    note = ""
+    if notify is not None:  # noted with the admission: before the enqueue, as note_end does
+        object_id = notify.id_prefix + pending.job_id
+        end = PendingGeneration(
+            notify.kind, pending.tenant, pending.queue.prefix, pending.job_id, object_id
+        )
+        note = end.member()
+    queues = list(gateway.queues)
+    admitted = await admission.admit(pending.payload, pending.job_id, queues, claim, note)
+    if isinstance(admitted, Bound):
+        job = await admitted.queue.get(admitted.job_id)
+        if job is None:
+            raise Unprocessable("the generation bound to this Idempotency-Key just expired; retry")
+        return replay(job, principal, body.fingerprint(), gateway, admitted.provider)
+    pending.charged, pending.reserved = admitted.daily_key, admitted.reserved
+    try:
+        with enqueue_span(
+            pending.queue.prefix, [(pending.job_id, pending.item.payload)], pending.tenant
+        ):
+            enqueued = await admission.enqueue(pending.queue, pending.item, claim)
+    except BaseException as exc:
+        # Not confirmed by the replicas, the job was still written: it keeps what it took.
+        if not isinstance(exc, ReplicationTimeoutError):
+            await asyncio.shield(undo(gateway, pending))
+        if claim is not None:
+            await asyncio.shield(admission.release(claim))
+        raise
+    return await finish(gateway, principal, pending, enqueued)
 
 
 async def _submit(
-    gateway: Gateway, principal: Principal, body: GenerationRequest, idempotency_key: str | None
+    gateway: Gateway,
+    principal: Principal,
+    body: GenerationRequest,
+    idempotency_key: str | None,
+    notify: WebhookNote | None = None,
 ) -> Submitted:
     prepared = await _prepare(gateway, principal, body, idempotency_key)
     if isinstance(prepared, Submitted):
         return prepared
     item = prepared.item
+    if notify is not None:
+        await note_end(gateway, notify, prepared.tenant, prepared.queue.prefix, prepared.job_id)
     try:
-        enqueued = await prepared.queue.enqueue(
-            item.payload,
-            idempotency_key=item.idempotency_key,
-            priority=item.priority,
-            delay=item.delay,
-            job_id=item.job_id,
-            max_attempts=item.max_attempts,
-            tenant=item.tenant,
-        )
+        with enqueue_span(prepared.queue.prefix, [(prepared.job_id, item.payload)], item.tenant):
+            enqueued = await prepared.queue.enqueue(
+                item.payload,
+                idempotency_key=item.idempotency_key,
+                priority=item.priority,
+                delay=item.delay,
+                job_id=item.job_id,
+                max_attempts=item.max_attempts,
+                tenant=item.tenant,
+            )
     except BaseException as exc:
         # Not confirmed by the replicas, the job was still written: it keeps what it took
         # (the sweeps give it back if a failover loses it).

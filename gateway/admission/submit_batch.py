@@ -17,6 +17,7 @@ from genq import Enqueued, EnqueueManyError, ReplicationTimeoutError
 from ..access.auth import Principal
 from ..errors import RateLimited, error_response
 from ..state import Gateway
+from ..telemetry import enqueue_span
 from .schemas import BatchItem, BatchItemError, BatchItemFailed
 from .submit import (
     Pending,
@@ -170,7 +171,9 @@ async def _enqueue_group(
 ) -> list[Submitted | Exception]:
     results: list[Enqueued | Exception]
     try:
-        results = list(await group[0].queue.enqueue_many(p.item for p in group))
+        jobs = [(p.job_id, p.item.payload) for p in group]
+        with enqueue_span(group[0].queue.prefix, jobs, group[0].tenant):
+            results = list(await group[0].queue.enqueue_many(p.item for p in group))
     except EnqueueManyError as exc:
         results = exc.results
     except BaseException as exc:

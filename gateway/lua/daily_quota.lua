@@ -5,6 +5,7 @@ refuses when the day's count already reached it. The key is that day's own (the 
 the day), and expires after it, so nothing ever resets a count.
 Running it twice (a retried reply) charges twice: the caller's refund path cannot tell, and
 one generation too few on that day is the price (a quota is not a ledger).
+Uses _limits_lib.lua.
 
 KEYS[1] the tenant's count for the day (string)
 ARGV[1] the quota (generations per day, >= 1)
@@ -15,10 +16,8 @@ local counter = KEYS[1]
 local quota = tonumber(ARGV[1])
 local expire_at = tonumber(ARGV[2])
 
-local count = tonumber(redis.call('GET', counter)) or 0
+local count = daily_count(counter)
 if count >= quota then
   return {0, count}
 end
-count = redis.call('INCR', counter)
-redis.call('EXPIREAT', counter, expire_at)
-return {1, count}
+return {1, daily_add(counter, expire_at)}

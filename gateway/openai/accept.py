@@ -16,6 +16,7 @@ from ..access.auth import Principal
 from ..access.owned_jobs import OwnedJob, load_owned_job
 from ..admission.schemas import GenerationRequest, idempotency_key_header
 from ..admission.submit import submit
+from ..admission.webhook_note import WebhookNote
 from ..state import Gateway
 from .errors import model_not_found
 
@@ -33,13 +34,18 @@ class Accepted:
 
 
 async def accept(
-    gateway: Gateway, principal: Principal, body: GenerationRequest, idempotency_key: str | None
+    gateway: Gateway,
+    principal: Principal,
+    body: GenerationRequest,
+    idempotency_key: str | None,
+    notify: WebhookNote | None = None,
 ) -> Accepted:
-    """Enqueues the generation (or finds the one this Idempotency-Key made)."""
+    """Enqueues the generation (or finds the one this Idempotency-Key made); ``notify``: its
+    end is a webhook event (a background response's)."""
     try:
         gateway.queues.for_model(body.model)
     except ModelNotAllowedError as exc:
         raise model_not_found(body.model) from exc
-    submitted = await submit(gateway, principal, body, idempotency_key)
+    submitted = await submit(gateway, principal, body, idempotency_key, notify)
     owned = await load_owned_job(gateway, submitted.id, principal.tenant)
     return Accepted(owned, created=not submitted.deduplicated)

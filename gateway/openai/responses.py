@@ -16,6 +16,7 @@ from genq import JobStatus
 
 from ..access.owned_jobs import OwnedJob, load_owned_job
 from ..admission.cancel import cancel
+from ..admission.webhook_note import WebhookNote
 from ..deps import GatewayDep, PrincipalDep
 from ..state import Gateway
 from ..streaming.sse import StreamHold, stream_hold
@@ -23,7 +24,7 @@ from ..streaming.terminal import settled
 from .accept import IdempotencyKey, accept
 from .connection_bound import end_or_leave, tied
 from .errors import OpenAIError, OpenAIRoute
-from .objects import ResponseOutput, job_id_of, response_object
+from .objects import RESPONSE_PREFIX, ResponseOutput, job_id_of, response_object
 from .response_chain import previous_history
 from .response_events import current_output, response_stream
 from .schemas import ResponseCreate
@@ -58,12 +59,14 @@ async def create_response(
         history = await previous_history(gateway, principal.tenant, body.previous_response_id)
     generation = body.generation(gateway.settings.max_image_bytes, history)
     bound = body.background or idempotency_key is not None
+    # a background response's end is a webhook event (as OpenAI sends them)
+    notify = WebhookNote("response", RESPONSE_PREFIX) if body.background else None
     if body.stream:
         with stream_hold(gateway, principal.tenant) as hold:  # 429 here: nothing enqueued
-            owned = (await accept(gateway, principal, generation, idempotency_key)).owned
+            owned = (await accept(gateway, principal, generation, idempotency_key, notify)).owned
             return event_stream(hold, gateway, owned, -1, cancel=not bound)
     if body.background:
-        accepted = await accept(gateway, principal, generation, idempotency_key)
+        accepted = await accept(gateway, principal, generation, idempotency_key, notify)
         owned = accepted.owned
         if accepted.created:  # as OpenAI answers: the state at acceptance, even if a worker
             # already picked it up (a replay shows the state it is in now)

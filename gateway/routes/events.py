@@ -30,6 +30,7 @@ from ..errors import ERRORS
 from ..streaming.cursors import later_cursor, parse_cursor
 from ..streaming.frames import KEEPALIVE
 from ..streaming.sse import Ending, stream_hold
+from ..telemetry import viewed
 
 router = APIRouter(tags=["generations"], responses=ERRORS)
 
@@ -67,7 +68,8 @@ async def generation_events(
     with stream_hold(gateway, tenant) as hold:
         retry_ms = int(gateway.settings.sse_retry_ms * random.uniform(0.5, 1.5))
         tail = gateway.tails[owned.provider]
-        return hold.respond(_stream(tail, job_id, cursor, retry_ms, hold.until, hold.ending))
+        stream = _stream(tail, job_id, cursor, retry_ms, hold.until, hold.ending)
+        return hold.respond(viewed(owned.job, owned.queue.prefix, stream))
 
 
 async def _start(owned: OwnedJob, cursor: str | None) -> tuple[bool, str | None]:

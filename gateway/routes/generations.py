@@ -25,6 +25,7 @@ from ..admission.schemas import (
 )
 from ..admission.submit import answer_created, created, submit
 from ..admission.submit_batch import submit_many
+from ..admission.webhook_note import WebhookNote
 from ..deps import GatewayDep, JobId, JobTenantDep, PrincipalDep
 from ..errors import ERRORS, BadRequest
 from ..records import Generation, GenerationList, newest_first, position, to_generation
@@ -36,6 +37,8 @@ ReplayKey = Annotated[
     str | None,
     idempotency_key_header("Replays with the same key and body return the same generation"),
 ]
+NATIVE_END = WebhookNote("generation")
+"""A native generation's end is a webhook event for its tenant's endpoints."""
 
 
 class CancelResult(BaseModel):
@@ -57,7 +60,7 @@ async def create_generation(
     idempotency_key: ReplayKey = None,
 ) -> GenerationCreated:
     """Enqueues a generation (202), or returns the one this Idempotency-Key made (200)."""
-    submitted = await submit(gateway, principal, body, idempotency_key)
+    submitted = await submit(gateway, principal, body, idempotency_key, NATIVE_END)
     return answer_created(gateway, principal.tenant, submitted, response)
 
 

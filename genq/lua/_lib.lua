@@ -265,10 +265,13 @@ end
 
 -- Wakes up to `count` (default 1, at most 100) idle workers, one ring each. Past 1,000 rings
 -- (no worker listening) the list is cut back to its newest 100, so that happens once per 900.
-local function ring_doorbell(signal, count)
+-- A ring is '1', or the id of the one job that rang (`hint`): the worker it wakes passes that
+-- id to its pick, which activates the job in the same call when it is the one claimed (an
+-- idle worker then starts a lone job one round trip sooner).
+local function ring_doorbell(signal, count, hint)
   local length
   if not count or count <= 1 then
-    length = redis.call('LPUSH', signal, '1')
+    length = redis.call('LPUSH', signal, hint or '1')
   else
     local rings = {}
     for i = 1, math.min(count, 100) do
@@ -279,6 +282,37 @@ local function ring_doorbell(signal, count)
   if length > 1000 then
     redis.call('LTRIM', signal, 0, 99)
   end
+end
+
+-- Turns a claimed job into a running one held by `token` (activate.lua, and pick.lua for the
+-- job its doorbell named). Returns activate.lua's reply.
+local function activate_claim(B, job, events, leases, id, token, lease_ms, maxlen)
+  local status = redis.call('HGET', job, 'status')
+  if status == 'active' and redis.call('HGET', job, 'token') == token then
+    return {0, redis.call('HGETALL', job)}
+  end
+  local now = now_ms()
+  local claim = redis.call('ZSCORE', leases, id)
+  if not claim or tonumber(claim) <= now then
+    return {3}
+  end
+  if status ~= 'waiting' and status ~= 'scheduled' then
+    if not status then
+      redis.call('ZREM', leases, id)
+    end
+    return {3}
+  end
+
+  local lease_until = now + tonumber(lease_ms)
+  redis.call('ZADD', leases, lease_until, id)
+  if redis.call('HGET', job, 'out') == '1' then
+    restart_stream(events, maxlen)
+  end
+  redis.call('HINCRBY', job, 'attempt', 1)
+  reindex(B, job, 'active')
+  redis.call('HSET', job, 'status', 'active', 'token', token, 'started_at', now,
+    'updated_at', now, 'lease_until', lease_until, 'out', 0, 'eseq', 0)
+  return {0, redis.call('HGETALL', job)}
 end
 
 local function cancel_settle(B, job, events, idem, id, now, ttl_ms, maxlen)

@@ -13,33 +13,5 @@ Returns {0, HGETALL of the record} when held, {3} when the claim is gone (cancel
 reclaimed) or expired (its worker was too slow, or vanished: reclaim.lua takes it back).
 Events: restarted (when an earlier attempt wrote output).
 ]]
-local job, events, leases = KEYS[1], KEYS[2], KEYS[3]
-local B = books_at(4)
-local id, token = ARGV[1], ARGV[2]
-
-local status = redis.call('HGET', job, 'status')
-if status == 'active' and redis.call('HGET', job, 'token') == token then
-  return {0, redis.call('HGETALL', job)}
-end
-local now = now_ms()
-local claim = redis.call('ZSCORE', leases, id)
-if not claim or tonumber(claim) <= now then
-  return {3}
-end
-if status ~= 'waiting' and status ~= 'scheduled' then
-  if not status then
-    redis.call('ZREM', leases, id)
-  end
-  return {3}
-end
-
-local lease_until = now + tonumber(ARGV[3])
-redis.call('ZADD', leases, lease_until, id)
-if redis.call('HGET', job, 'out') == '1' then
-  restart_stream(events, ARGV[4])
-end
-redis.call('HINCRBY', job, 'attempt', 1)
-reindex(B, job, 'active')
-redis.call('HSET', job, 'status', 'active', 'token', token, 'started_at', now,
-  'updated_at', now, 'lease_until', lease_until, 'out', 0, 'eseq', 0)
-return {0, redis.call('HGETALL', job)}
+return activate_claim(books_at(4), KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3],
+  ARGV[4])

@@ -110,7 +110,7 @@ if #KEYS <= 5 then  -- the items' shape sends 12 or more
   if key ~= '' then
     redis.call('SET', KEYS[5], id)
   end
-  ring_doorbell(KEYS[2])
+  ring_doorbell(KEYS[2], 1, id)
   return {0, id}
 end
 

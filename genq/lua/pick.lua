@@ -16,15 +16,21 @@ it waits since it was due (its score in the scheduled set), which the waits keep
 KEYS[1] ready set   KEYS[2] scheduled set   KEYS[3] lease set   KEYS[4] rank hash
 KEYS[5] cooldown key   KEYS[6] dead set   KEYS[7] intake list
 KEYS[8..20] the books (fair share, job index, holders, outbox, waits: see _lib.lua)
+KEYS[21] the hinted job's record   KEYS[22] its stream   (only with a hint)
 ARGV[1] how many jobs to claim   ARGV[2] claim length (ms)   ARGV[3] dead-letter retention (ms,
 0: forever)   ARGV[4] leases per tenant (0: no cap)
 ARGV[5] tenant weights, JSON {tenant: weight} (default 1)
 ARGV[6] the picking worker's holder id ('' for none): its claims are filed under it (holders,
 holds), so presence.lua can take them back if the worker vanishes
+ARGV[7..10] optional, a hint: the id of a job the doorbell named (enqueue.lua rings with a lone
+job's id), a lease token, the lease length (ms), the stream max length: when this pick claims
+that job it also activates it, as activate.lua would (one round trip fewer for a lone job)
 Returns {claimed ids, expired lease ids, ms until the next scheduled job or lease expiry (-1 none),
-1 when it only admitted (more than one admission's worth waits: pick again at once) else 0}.
+1 when it only admitted (more than one admission's worth waits: pick again at once) else 0,
+and with a hint: activate.lua's reply for the hinted job, or {} when it was not claimed here};
+the hinted job, activated or not, is in the claimed ids.
 While the cooldown key lives nothing is claimed and the wait is its remaining time.
-Events: none.
+Events: restarted, as activate.lua (only for a hinted job).
 ]]
 local ready, scheduled, leases, rank_hash, cooldown, dead, intake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -95,6 +101,7 @@ local holder = ARGV[6] or ''
 -- The claims' writes wait until every turn is decided (one command per key): meanwhile a
 -- tenant's line is read past the entries already taken, and its lease count is kept here.
 local taken, held, entries, scored, held_by, holds = {}, {}, {}, {}, {}, {}
+local taken_ids = {}
 local served
 
 -- The turns are decided in the script's memory: `order` holds the lowest tenants of the turns
@@ -185,6 +192,7 @@ while #claimed < n do
       local id = line_id(entry)
       entries[#entries + 1] = entry
       claimed[#claimed + 1] = id
+      taken_ids[id] = true
       scored[#scored + 1] = until_ms
       scored[#scored + 1] = id
       held_by[#held_by + 1] = id
@@ -241,4 +249,12 @@ if l[2] then
   local d = math.max(0, tonumber(l[2]) - now)
   if wait < 0 or d < wait then wait = d end
 end
-return {claimed, expired, wait, 0}
+local hint = ARGV[7]
+if not hint then
+  return {claimed, expired, wait, 0}
+end
+local hinted = {}
+if taken_ids[hint] then
+  hinted = activate_claim(B, KEYS[21], KEYS[22], leases, hint, ARGV[8], ARGV[9], ARGV[10])
+end
+return {claimed, expired, wait, 0, hinted}

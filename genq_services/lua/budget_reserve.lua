@@ -9,9 +9,8 @@ Safe to run twice, and the way a worker "holds" before an attempt: a job that al
 open reservation keeps it (nothing written, whatever the amount), so a retried reply, or a
 worker adopting what the gateway reserved at enqueue, never reserves twice.
 
-Limits: the account's own (`limit:daily`, `limit:monthly`, set by the admin API; -1 = none)
-win over the ones given here (the settings'). Spend rolls over by period name: a stored day
-older than ARGV[5] counts as 0 spent; a newer one (a caller whose clock is behind) is kept.
+Limits and spend as _budget_lib.lua reads them: the account's own limits win over ARGV's (the
+settings'); spend rolls over by period name.
 
 KEYS[1] the tenant's budget account (hash)
 ARGV[1] job id
@@ -35,33 +34,12 @@ if held then
   return {2, tonumber(string.match(held, '^(%d+)'))}
 end
 
-local f = redis.call('HMGET', account, 'limit:daily', 'limit:monthly', 'day', 'day_spent',
-  'month', 'month_spent', 'reserved')
-local daily = tonumber(f[1] or ARGV[3])
-local monthly = tonumber(f[2] or ARGV[4])
-local reserved = tonumber(f[7] or '0')
-
--- Spent in the period the caller names: 0 once the stored period is an older one.
-local function spent(stored, value, current)
-  if stored == false or stored < current then
-    return 0
-  end
-  return tonumber(value or '0')
-end
-
-local checks = {
-  {'daily', daily, spent(f[3], f[4], today)},
-  {'monthly', monthly, spent(f[5], f[6], month)},
-}
-for _, check in ipairs(checks) do
-  local limit = check[2]
-  if limit >= 0 and check[3] + reserved + amount > limit then
-    return {0, check[1], string.format('%.0f', limit - check[3] - reserved)}
-  end
+local b = budget_read(account, ARGV[3], ARGV[4], today, month)
+local refused = budget_refusal(b, amount)
+if refused then
+  return {0, refused[1], refused[2]}
 end
 
 local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('HSET', account, field, string.format('%.0f:%.0f', amount, now_ms))
-redis.call('HINCRBY', account, 'reserved', string.format('%.0f', amount))
+budget_hold(account, job_id, amount, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 return {1, amount}

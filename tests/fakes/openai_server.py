@@ -277,6 +277,21 @@ class FakeOpenAI:
 
     # -- the ASGI app ----------------------------------------------------------------------
 
+    def _timings(self) -> list[dict[str, Any]]:
+        """Each request's last message text, arrival and first content chunk, as
+        ``time.monotonic()`` values (one clock for every process of the machine): the benches
+        read them from another process with ``GET /_timings``."""
+        with self._lock:
+            records = list(self.requests)
+        return [
+            {
+                "marker": str((r.body.get("messages") or [{}])[-1].get("content", "")),
+                "received_at": r.received_at,
+                "first_sent_at": r.sent_at[0] if r.sent_at else None,
+            }
+            for r in records
+        ]
+
     def _next_reply(self, model: str) -> Reply:
         by_model = self._plan_by_model.get(model)
         if by_model:
@@ -289,6 +304,9 @@ class FakeOpenAI:
         if scope["type"] != "http":
             return
         body = await _read_body(receive)
+        if scope["path"] == "/_timings":
+            await _send_json(send, 200, {"requests": self._timings()})
+            return
         if scope["path"].rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
             await _send_json(send, 404, {"error": {"message": "not found"}})
             return

@@ -18,7 +18,8 @@ async def test_queues_stats_count_waiting_and_scheduled(
     assert (stats["name"], stats["scheduled"], stats["waiting"], stats["dead"]) == ("demo", 2, 0, 0)
     assert stats["cooldown_remaining"] == 0
     every = (await admin.get("/v1/queues")).json()
-    assert sorted(q["name"] for q in every) == ["demo", "other"]
+    # each provider's queue and its batch lane (genq_contract.lanes)
+    assert sorted(q["name"] for q in every) == ["demo", "demo.batch", "other", "other.batch"]
 
 
 async def test_queues_dead_letters_list_retry_and_purge(

@@ -109,6 +109,31 @@ def test_redis_patches_pack_a_command_as_redis_py_does(args: tuple[Any, ...]) ->
     assert b"".join(lean.pack_command(*args)) == b"".join(public.pack_command(*args))
 
 
+def test_redis_patches_pack_a_script_call_on_a_plain_connection_as_redis_py_does() -> None:
+    """A plain ``redis.asyncio.Redis`` (the README's first example) gets its script calls
+    packed by hiredis too; a connection that encodes otherwise keeps redis-py's packer."""
+    script = Script(Redis(), "return 1")
+    keys, args = ["k1", b"k\xff2"], [1.5, -7, "é", b"", "x" * 70_000, 3]
+    plain = Connection()
+    assert type(plain).pack_command is Connection.pack_command  # redis-py's own packer
+    packed = patches._packed(plain, script, keys, args)
+    assert b"".join(packed) == b"".join(plain.pack_command("EVALSHA", script.sha, 2, *keys, *args))
+    assert len(packed) == 1  # one buffer, by hiredis (redis-py's packer splits long ones)
+    latin = Connection(encoding="latin-1")
+    packed = patches._packed(latin, script, keys, args)
+    assert packed == latin.pack_command("EVALSHA", script.sha, 2, *keys, *args)
+
+    class Counting(Connection):
+        packed = 0
+
+        def pack_command(self, *args: Any) -> list[bytes]:
+            Counting.packed += 1
+            return super().pack_command(*args)  # type: ignore[no-any-return]
+
+    patches._packed(Counting(), script, keys, args)  # a packer of its own is kept
+    assert Counting.packed == 1
+
+
 async def test_redis_patches_pool_checks_out_and_in_as_redis_pys_does(redis_url: str) -> None:
     def state(pool: ConnectionPool) -> tuple[int, int]:
         return (

@@ -55,7 +55,8 @@ def test_worker_pool_has_a_connection_for_each_job_it_can_run(
     worker_settings: Callable[..., WorkerSettings],
 ) -> None:
     big = worker_settings(provider_concurrency={"demo": 100, "openai": 20})
-    assert pool_size(big) == 100 + 20 + 3 * 2 + POOL_SPARE  # three held per queue's worker
+    # three held per queue's worker; two queues per provider (its own and its batch lane)
+    assert pool_size(big) == 100 + 20 + 3 * 2 * 2 + POOL_SPARE
     small = worker_settings(provider_concurrency={"demo": 2, "openai": 2})
     assert pool_size(small) == 64  # genq's default, at least
     only = worker_settings(provider_concurrency={"demo": 100}, worker_providers=["openai"])

@@ -1,0 +1,108 @@
+"""A keyed ``POST /v1/generations`` with every tenant limit on (rate, in-flight, daily quota,
+budget) makes at most 2 Redis round trips on a single server (issue 39): the replay lookup, the
+key's claim, the limits and the budget reservation in one script, the enqueue and the claim's
+release in one write.
+
+A round trip is counted where the gateway writes to a Redis socket (``asyncio.StreamWriter``):
+a pipeline or calls written together are one write, whatever packed them. Only writes made
+while the POST is being served count (a context variable set around the request: the tasks it
+starts inherit it), not the gateway's background readers and sweeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import redis.asyncio as aioredis
+
+from genq_contract.spend import DEMO_PRICE, prices_key
+from tests.gateway import conftest
+from tests.gateway.conftest import KEY_ALPHA, LiveGateway, client_for, make_settings
+
+SERVING = contextvars.ContextVar("serving", default=False)
+BODY = {"model": "demo/fast", "prompt": "count me", "params": {"max_tokens": 16}}
+
+
+class Served:
+    """The gateway's app, marking the requests to ``/v1/generations`` as being served."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.state = app.state
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/v1/generations":
+            SERVING.set(True)  # this request's task (and what it starts) only
+        await self.app(scope, receive, send)
+
+
+@pytest.fixture
+def writes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bytes]]:
+    """Every Redis write made while a POST was served (its first bytes)."""
+    seen: list[bytes] = []
+    write, writelines = asyncio.StreamWriter.write, asyncio.StreamWriter.writelines
+
+    def counted_write(self: asyncio.StreamWriter, data: Any) -> None:
+        if SERVING.get():
+            seen.append(bytes(data)[:120])
+        write(self, data)
+
+    def counted_writelines(self: asyncio.StreamWriter, data: Any) -> None:
+        chunks = [bytes(chunk) for chunk in data]
+        if SERVING.get():
+            seen.append(b"".join(chunks)[:120])
+        writelines(self, chunks)
+
+    monkeypatch.setattr(asyncio.StreamWriter, "write", counted_write)
+    monkeypatch.setattr(asyncio.StreamWriter, "writelines", counted_writelines)
+    made = conftest.create_app
+    monkeypatch.setattr(conftest, "create_app", lambda settings: Served(made(settings)))
+    yield seen
+
+
+async def test_admission_keyed_post_with_every_limit_takes_two_round_trips(
+    redis_url: str, redis: aioredis.Redis, prefix: str, writes: list[bytes]
+) -> None:
+    await redis.hset(prices_key(prefix), "demo/fast", json.dumps(DEMO_PRICE.as_json()))
+    settings = make_settings(
+        redis_url,
+        prefix,
+        tenant_daily_quota=1000,
+        tenant_budgets={"alpha": {"daily_usd": 1000.0}},
+        key_cache_seconds=60,  # the default's kind: keys and revocations cached, not read per call
+    )
+    with LiveGateway(settings) as live:
+        async with client_for(live, KEY_ALPHA) as alpha:
+
+            async def post(key: str) -> httpx.Response:
+                return await alpha.post(
+                    "/v1/generations", json=BODY, headers={"Idempotency-Key": key}
+                )
+
+            for n in range(2):  # the scripts loaded, the price seen
+                assert (await post(f"warm-{n}")).status_code == 202
+            writes.clear()
+            answer = await post("counted")
+            assert answer.status_code == 202, answer.text
+            trips = list(writes)
+            writes.clear()
+            replayed = await post("counted")
+    assert replayed.status_code == 200 and replayed.json()["id"] == answer.json()["id"]
+    assert 1 <= len(trips) <= 2, trips
+    # Every limit was charged: the daily count and the budget reservation are there.
+    assert int(await redis.get(settings.keys.daily_count("alpha", _today())) or 0) == 3
+    account = await redis.hgetall(settings.keys.budget("alpha"))
+    assert f"r:{answer.json()['id']}".encode() in account
+    assert await redis.zscore(settings.keys.in_flight("alpha"), answer.json()["id"]) is not None
+
+
+def _today() -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d", time.gmtime())
