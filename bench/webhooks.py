@@ -13,6 +13,7 @@ generation's end to the receiver, in process on an embedded Redis (or ``GENQ_BEN
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -129,6 +130,7 @@ async def main(url: str) -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.split("\n", 1)[0]).parse_args()
     url = os.environ.get("GENQ_BENCH_REDIS_URL")
     if url:
         asyncio.run(main(url))

@@ -49,19 +49,26 @@ _UNTRACED = contextlib.nullcontext()
 
 
 def enqueue_span(
-    queue: str, payloads: Iterable[tuple[str, MutableMapping[str, Any]]], tenant: str
+    queue: str,
+    payloads: Iterable[tuple[str, MutableMapping[str, Any]]],
+    tenant: str,
+    linked: str | None = None,
 ) -> contextlib.AbstractContextManager[None]:
     """A ``genq.enqueue`` span (a producer, child of the request's span) around the enqueue
     of ``payloads`` (job id, payload dict) on ``queue``; writes the span's ``traceparent``
-    into each payload before the enqueue sends it."""
+    into each payload before the enqueue sends it. ``linked``: the ``traceparent`` of a span
+    the enqueue belongs to without being its child (a batch's create, for its lines)."""
     if not telemetry.tracing_on():
         return _UNTRACED
-    return _enqueue_span(queue, list(payloads), tenant)
+    return _enqueue_span(queue, list(payloads), tenant, linked)
 
 
 @contextlib.contextmanager
 def _enqueue_span(
-    queue: str, jobs: list[tuple[str, MutableMapping[str, Any]]], tenant: str
+    queue: str,
+    jobs: list[tuple[str, MutableMapping[str, Any]]],
+    tenant: str,
+    linked: str | None,
 ) -> Iterator[None]:
     attributes: dict[str, Any] = {names.QUEUE: queue, names.TENANT: tenant}
     if len(jobs) == 1:
@@ -69,8 +76,12 @@ def _enqueue_span(
     else:
         attributes["genq.jobs"] = len(jobs)
     span_name = f"genq.enqueue {queue}"
+    link = telemetry.span_context_of(linked)
     with telemetry.tracer().start_as_current_span(
-        span_name, kind=trace.SpanKind.PRODUCER, attributes=attributes
+        span_name,
+        kind=trace.SpanKind.PRODUCER,
+        attributes=attributes,
+        links=[trace.Link(link)] if link is not None else None,
     ):
         parent = telemetry.current_traceparent()
         if parent is not None:

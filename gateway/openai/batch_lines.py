@@ -7,9 +7,12 @@ validation with OpenAI's ``errors`` list, and nothing runs.
 :func:`admit` takes each line through the admission of a single request to its route: the
 route's request schema and its mapping to a generation (:mod:`.schemas`), the model check
 (404 ``model_not_found``), :func:`gateway.admission.submit.check_route` (allow-list, params,
-capabilities) and the tenant's budget reservation; a line refused there gets the answer the
-route would have given, for the error file, and the others run. The per-request rate, daily
-and in-flight limits are for interactive traffic: the batch was charged once, at its create.
+capabilities), the tenant's daily quota (a batch line is a generation of the day like any
+other, so a batch is no way around the quota) and the tenant's budget reservation; a line
+refused there gets the answer the route would have given, for the error file, and the others
+run. The per-request rate and in-flight limits are for interactive traffic: the batch took one
+rate token at its create, and its lane's share of each provider (``GENQ_BATCH_SHARE``) bounds
+how many of its lines run at once.
 Admitted lines are enqueued on their provider's batch lane (:mod:`genq_contract.lanes`).
 """
 
@@ -29,8 +32,18 @@ from genq_contract.routing import ModelNotAllowedError
 
 from ..access.auth import Principal
 from ..admission.schemas import GenerationRequest
-from ..admission.submit import Pending, budget_terms, check_route, draft_job, reserve_budget, undo
+from ..admission.submit import (
+    Pending,
+    budget_terms,
+    check_route,
+    draft_job,
+    refund,
+    reserve_budget,
+    undo,
+)
+from ..errors import RateLimited
 from ..state import Gateway
+from ..telemetry import enqueue_span
 from .errors import model_not_found, openai_error_response
 from .file_store import MAX_LINES
 from .response_chain import previous_history
@@ -168,11 +181,13 @@ async def admit(
     endpoint: str,
     lines: Sequence[Line],
     keep: Callable[[dict[int, dict[str, Any]]], Awaitable[None]],
+    traceparent: str | None = None,
 ) -> Admitted:
     """Admits ``lines`` (see the module) and enqueues the admitted ones. Each line's record
     is given to ``keep`` before its generation is enqueued (and again if the enqueue fails),
     so a gateway that dies in between leaves a record naming a generation that does not
-    exist, which the next runner admits again, never a generation no record names."""
+    exist, which the next runner admits again, never a generation no record names. Each
+    lane's enqueue is a span linked to ``traceparent`` (the batch's create)."""
     out = Admitted({})
     drafts: dict[int, Pending] = {}
     for line in lines:
@@ -182,11 +197,20 @@ async def admit(
             out.records[line.number] = _refused(line, exc)
     custom = {line.number: line.custom_id for line in lines}
     if drafts:
+        charges = await gateway.limiter.charge_daily_many(principal.tenant, len(drafts))
+        for (number, draft), charge in zip(list(drafts.items()), charges, strict=True):
+            if isinstance(charge, RateLimited):
+                out.records[number] = _refused_as(custom[number], charge)
+                del drafts[number]
+            else:
+                draft.charged = charge
+    if drafts:
         terms = await budget_terms(gateway, list(drafts.values()))
         for number, draft in list(drafts.items()):
             try:
                 await reserve_budget(gateway, draft, terms)
             except Exception as exc:
+                await refund(gateway, [draft])
                 out.records[number] = _refused_as(custom[number], exc)
                 del drafts[number]
     by_queue: dict[str, list[int]] = {}
@@ -197,7 +221,9 @@ async def admit(
     for lane, numbers in by_queue.items():
         group = [drafts[n] for n in numbers]
         try:
-            results: list[Any] = list(await group[0].queue.enqueue_many(d.item for d in group))
+            payloads = [(d.job_id, d.item.payload) for d in group]
+            with enqueue_span(group[0].queue.prefix, payloads, principal.tenant, traceparent):
+                results: list[Any] = list(await group[0].queue.enqueue_many(d.item for d in group))
         except EnqueueManyError as exc:
             results = list(exc.results)
         failed: dict[int, dict[str, Any]] = {}

@@ -250,7 +250,9 @@ class BatchRunner:
                 raise LeaseLost(batch_id)
             await self.batches.write_lines(batch_id, records)
 
-        admitted = await batch_lines.admit(self.gateway, principal, batch["endpoint"], todo, keep)
+        admitted = await batch_lines.admit(
+            self.gateway, principal, batch["endpoint"], todo, keep, batch.get("traceparent")
+        )
         for number, record in admitted.records.items():
             old = tracker.records.get(number)
             if old is not None and "job" in old and old["job"] in tracker.unfinished:

@@ -92,6 +92,7 @@ class BatchStore:
         completion_window: str,
         metadata: dict[str, str] | None,
         window: float,
+        traceparent: str | None = None,
     ) -> dict[str, str]:
         now = int(time.time())
         raw = {
@@ -109,6 +110,8 @@ class BatchStore:
             "completed": "0",
             "failed": "0",
             "admitted": "0",
+            # The create's trace: each admission of lines is linked to it.
+            "traceparent": traceparent or "",
         }
         created_ms = now * 1000
         async with self.redis.pipeline(transaction=True) as pipe:

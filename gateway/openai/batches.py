@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from genq_contract.keys import GatewayKeys
+from genq_services import telemetry
 
 from ..deps import AdminDep, GatewayDep, PrincipalDep
 from ..errors import ERRORS, NotFound, RateLimited
@@ -34,6 +35,7 @@ from .batch_store import (
 )
 from .errors import OpenAIError, OpenAIRoute
 from .files import file_store
+from .objects import list_page
 
 router = APIRouter(prefix="/v1/batches", tags=["openai"], route_class=OpenAIRoute)
 
@@ -92,6 +94,7 @@ async def create_batch(
         completion_window=body.completion_window,
         metadata=body.metadata,
         window=gateway.settings.batch_window,
+        traceparent=telemetry.current_traceparent(),
     )
     wake_runner(request)
     return JSONResponse(batch_object(raw))
@@ -106,16 +109,7 @@ async def list_batches(
 ) -> JSONResponse:
     """The tenant's batches, newest first, after the batch ``after``."""
     found, more = await batch_store(gateway).page(principal.tenant, after, limit)
-    data = [batch_object(raw) for raw in found]
-    return JSONResponse(
-        {
-            "object": "list",
-            "data": data,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-            "has_more": more,
-        }
-    )
+    return JSONResponse(list_page([batch_object(raw) for raw in found], more))
 
 
 @router.get("/{batch_id}")

@@ -23,6 +23,7 @@ from .batch_output import file_lines
 from .batch_store import BatchStore
 from .errors import OpenAIError, OpenAIRoute
 from .file_store import MAX_LINES, PURPOSES, FileRecord, FileStore
+from .objects import list_page
 
 router = APIRouter(prefix="/v1/files", tags=["openai"], route_class=OpenAIRoute)
 
@@ -81,16 +82,7 @@ async def list_files(
     records, more = await file_store(gateway).page(
         principal.tenant, after, limit, purpose, ascending=order == "asc"
     )
-    data = [r.as_object() for r in records]
-    return JSONResponse(
-        {
-            "object": "list",
-            "data": data,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-            "has_more": more,
-        }
-    )
+    return JSONResponse(list_page([r.as_object() for r in records], more))
 
 
 @router.get("/{file_id}")

@@ -41,6 +41,18 @@ GENQ_METADATA = frozenset({BACKGROUND_KEY, INSTRUCTIONS_KEY, PREVIOUS_KEY})
 _RATE_LIMITED = re.compile(r"rate.?limit|\b429\b", re.IGNORECASE)
 
 
+def list_page(data: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:
+    """OpenAI's cursor page (files, batches, webhook endpoints): ``data`` in order, the ids
+    that bound it, whether more follow."""
+    return {
+        "object": "list",
+        "data": data,
+        "first_id": data[0]["id"] if data else None,
+        "last_id": data[-1]["id"] if data else None,
+        "has_more": has_more,
+    }
+
+
 def response_id(job_id: str) -> str:
     return RESPONSE_PREFIX + job_id
 

@@ -35,6 +35,7 @@ from ..deps import AdminDep, GatewayDep, PrincipalDep
 from ..errors import ERRORS, BadRequest, NotFound
 from ..state import Gateway
 from .errors import OpenAIError, OpenAIRoute
+from .objects import list_page
 
 router = APIRouter(tags=["webhooks"], route_class=OpenAIRoute)
 
@@ -135,14 +136,7 @@ async def list_endpoints(
     page = await store.page(
         gateway.redis, gateway.settings.queue_namespace, principal.tenant, after, limit
     )
-    data = [endpoint.public() for endpoint in page.data]
-    return {
-        "object": "list",
-        "data": data,
-        "first_id": data[0]["id"] if data else None,
-        "last_id": data[-1]["id"] if data else None,
-        "has_more": page.has_more,
-    }
+    return list_page([endpoint.public() for endpoint in page.data], page.has_more)
 
 
 @router.get("/v1/webhook_endpoints/{endpoint_id}")

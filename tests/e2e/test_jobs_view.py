@@ -216,7 +216,7 @@ def test_jobs_view_tabs_filters_search_and_pages(ops: Stack, page: Page) -> None
     assert listing(ops, limit=25)["jobs"][0]["id"] == other
 
     # The queue links switch the view to that queue (the openai queue holds nothing).
-    page.locator("#queues a", has_text="openai").click()
+    page.locator("#queues").get_by_role("link", name="openai", exact=True).click()
     expect(page.locator("#queue")).to_have_value("openai")
     expect(page.locator("#jobs tbody")).to_have_text("No jobs here.")
     with ops.client(admin=True) as client:

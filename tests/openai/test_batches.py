@@ -22,13 +22,18 @@ from tests.openai.conftest import STACK_ENV, sdk_client
 from tests.openai.webhook_receiver import Receiver
 
 OTHER_KEY = "other-tenant-key"
+QUOTA_KEY = "quota-tenant-key"
+QUOTA = 3
 
 
 @pytest.fixture(scope="module")
 def stack(redis_url: str, request: pytest.FixtureRequest) -> Iterator[Stack]:
     env = {
         **STACK_ENV,
-        "GENQ_API_KEYS": json.dumps({f"sha256:{hash_key(OTHER_KEY)}": "other"}),
+        "GENQ_API_KEYS": json.dumps(
+            {f"sha256:{hash_key(OTHER_KEY)}": "other", f"sha256:{hash_key(QUOTA_KEY)}": "quota"}
+        ),
+        "GENQ_TENANT_LIMITS": json.dumps({"quota": {"daily_quota": QUOTA}}),
         "GENQ_PROVIDER_CONCURRENCY": json.dumps({"demo": 4}),
         "GENQ_BATCH_POLL": "0.1",
         "GENQ_WEBHOOK_ALLOW_PRIVATE": "1",
@@ -136,6 +141,32 @@ def test_batch_runs_every_line_and_sorts_answers_into_output_and_error_files(
                 other.files.content(fid)
         assert created.id not in [b.id for b in other.batches.list()]
         assert file_id not in [f.id for f in other.files.list()]
+
+
+def test_batch_lines_count_against_the_daily_quota(stack: Stack) -> None:
+    with sdk_client(stack, QUOTA_KEY) as client:
+        lines = [chat_line(f"q-{n}") for n in range(QUOTA + 2)]
+        batch = client.batches.create(
+            input_file_id=upload(client, jsonl(lines)),
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+        )
+        done = poll(client, batch.id, {"completed", "failed"})
+        assert done.status == "completed"
+        counts = done.request_counts
+        assert counts is not None
+        assert (counts.total, counts.completed, counts.failed) == (QUOTA + 2, QUOTA, 2)
+        assert done.error_file_id is not None
+        errors = file_lines(client, done.error_file_id)
+        assert len(errors) == 2
+        for row in errors.values():
+            assert row["response"]["status_code"] == 429
+            assert "daily quota" in row["response"]["body"]["error"]["message"]
+        # The quota is spent: a single request is refused too.
+        with pytest.raises(openai.RateLimitError):
+            client.chat.completions.create(
+                model="demo/instant", messages=[{"role": "user", "content": "one more"}]
+            )
 
 
 def test_responses_batch_answers_response_objects(client: openai.OpenAI) -> None:

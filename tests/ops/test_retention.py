@@ -83,11 +83,15 @@ async def test_retention_worker_settings_pass_both_ttls_to_every_queue(
 ) -> None:
     monkeypatch.setenv("GENQ_RESULT_TTL", "120")
     monkeypatch.setenv("GENQ_DEAD_TTL", "7200")
+    monkeypatch.setenv("GENQ_BATCH_RESULT_TTL", "3600")
     monkeypatch.setenv("GENQ_MODELS", "demo/fast,openai/gpt-4o-mini")
     settings = WorkerSettings(_env_file=None)  # type: ignore[call-arg]
     process = WorkerProcess.build(settings, redis)
+    # A batch lane keeps its lines' records for the batch's output file instead.
     assert {name: (q.result_ttl, q.dead_ttl) for name, q in process.queues.items()} == {
         "demo": (120.0, 7200.0),
         "openai": (120.0, 7200.0),
+        "demo.batch": (3600.0, 7200.0),
+        "openai.batch": (3600.0, 7200.0),
     }
     assert WorkerSettings.model_fields["dead_ttl"].default == 14 * 86400

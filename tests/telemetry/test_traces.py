@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 
 import httpx
 import pytest
@@ -197,3 +198,69 @@ def test_nothing_is_exported_when_tracing_is_off(
         assert receiver.spans == []
         assert receiver.posts == 0
         assert record["status"] == "completed"
+
+
+def test_batch_lines_are_linked_to_their_batch(
+    redis_url: str, request: pytest.FixtureRequest
+) -> None:
+    with OtlpReceiver() as receiver:
+        env = {**otel_env(receiver), "GENQ_BATCH_POLL": "0.1", "GENQ_MODELS": "demo/fast"}
+        with running_stack(redis_url, request.node.name, **env) as stack:
+            traceparent, trace_id, _ = client_traceparent()
+            headers = {"Authorization": f"Bearer {DEV_KEY}", "traceparent": traceparent}
+            lines = [
+                {
+                    "custom_id": f"line-{n}",
+                    "method": "POST",
+                    "url": "/v1/chat/completions",
+                    "body": {
+                        "model": "demo/fast",
+                        "messages": [{"role": "user", "content": "hi"}],
+                    },
+                }
+                for n in range(3)
+            ]
+            content = "".join(json.dumps(line) + "\n" for line in lines).encode()
+            with httpx.Client(base_url=f"{stack.base_url}/v1", headers=headers, timeout=30) as http:
+                uploaded = http.post(
+                    "/files",
+                    data={"purpose": "batch"},
+                    files={"file": ("batch.jsonl", content, "application/jsonl")},
+                )
+                assert uploaded.status_code == 200, uploaded.text
+                created = http.post(
+                    "/batches",
+                    json={
+                        "input_file_id": uploaded.json()["id"],
+                        "endpoint": "/v1/chat/completions",
+                        "completion_window": "24h",
+                    },
+                )
+                assert created.status_code == 200, created.text
+                batch_id = created.json()["id"]
+                deadline = time.monotonic() + 60
+                while (batch := http.get(f"/batches/{batch_id}").json())["status"] != "completed":
+                    assert time.monotonic() < deadline, "the batch did not complete"
+                    time.sleep(0.1)
+                assert batch["request_counts"] == {"total": 3, "completed": 3, "failed": 0}, batch
+
+            def linked(spans: list[Span]) -> list[Span]:
+                return [
+                    s
+                    for s in spans
+                    if s.kind == PRODUCER and any(t == trace_id for t, _ in s.links)
+                ]
+
+            def attempts_of(spans: list[Span]) -> list[Span]:
+                traces = {s.trace_id for s in linked(spans)}
+                return [s for s in named(spans, "genq.attempt") if s.trace_id in traces]
+
+            spans = receiver.wait_for(lambda spans: len(attempts_of(spans)) == 3)
+
+        enqueues = linked(spans)
+        assert enqueues, "no enqueue span linked to the batch's create"
+        assert all(s.service == "genq-gateway" for s in enqueues)
+        assert all(s.attributes["genq.queue"].endswith(".batch") for s in enqueues)
+        attempts = attempts_of(spans)
+        assert {s.parent_span_id for s in attempts} <= {s.span_id for s in enqueues}
+        assert all(s.attributes["genq.outcome"] == "completed" for s in attempts)
