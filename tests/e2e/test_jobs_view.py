@@ -221,7 +221,7 @@ def test_jobs_view_tabs_filters_search_and_pages(ops: Stack, page: Page) -> None
     expect(page.locator("#jobs tbody")).to_have_text("No jobs here.")
     with ops.client(admin=True) as client:
         assert client.get("/v1/queues/openai/jobs").json()["jobs"] == []
-    page.locator("#queues a", has_text="demo").click()
+    page.locator("#queues").get_by_role("link", name="demo", exact=True).click()
     expect(row(page, other)).to_be_visible()
 
 
