@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import cProfile
 import json
 import os
 import re
@@ -55,6 +54,7 @@ from typing import Any
 import httpx
 import redis
 
+from bench.lifespan_profile import profile_when_asked
 from gateway.admission.schemas import GenerationRequest
 from genq_cli.embedded_redis import EmbeddedRedis, free_port
 from genq_contract.api_keys import hash_key
@@ -123,22 +123,7 @@ def gateway_app() -> Any:
 
     conf = json.loads(os.environ[SERVE_ENV])
     app = create_app(gateway_settings(conf["redis_url"], conf["namespace"]))
-    if os.environ.get("ADMISSION_PROFILE"):
-        opened = app.router.lifespan_context
-
-        @contextlib.asynccontextmanager
-        async def profiled(app: Any) -> AsyncIterator[Any]:
-            profile = cProfile.Profile()
-            profile.enable()
-            try:
-                async with opened(app) as state:
-                    yield state
-            finally:
-                profile.disable()
-                profile.dump_stats(os.environ["ADMISSION_PROFILE"])
-
-        app.router.lifespan_context = profiled
-    return app
+    return profile_when_asked(app, "ADMISSION_PROFILE")
 
 
 def bare_app() -> Any:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import cProfile
 import json
 import os
 import signal
@@ -37,12 +36,13 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import redis.asyncio as aioredis
 
+from bench.lifespan_profile import profile_when_asked
 from genq import EnqueueItem, Queue
 from genq_cli.embedded_redis import EmbeddedRedis, free_port
 from genq_contract.api_keys import hash_key
@@ -93,22 +93,7 @@ def bench_app() -> Any:
 
     conf = json.loads(os.environ[SERVE_ENV])
     app = create_app(gateway_settings(conf["redis_url"], conf["namespace"], conf["limits"]))
-    if os.environ.get("BATCH_PROFILE"):
-        opened = app.router.lifespan_context
-
-        @contextlib.asynccontextmanager
-        async def profiled(app: Any) -> AsyncIterator[Any]:
-            profile = cProfile.Profile()
-            profile.enable()
-            try:
-                async with opened(app) as state:
-                    yield state
-            finally:
-                profile.disable()
-                profile.dump_stats(os.environ["BATCH_PROFILE"])
-
-        app.router.lifespan_context = profiled
-    return app
+    return profile_when_asked(app, "BATCH_PROFILE")
 
 
 def serve(args: argparse.Namespace) -> None:

@@ -63,5 +63,7 @@ def test_admin_batches_panel_shows_progress_and_cancels_a_running_batch(
         ended = client.batches.retrieve(batch.id)
         assert ended.request_counts is not None
         assert ended.request_counts.completed < LINES
+        with page.expect_response("**/v1/admin/batches?limit=50"):
+            page.locator("#batches-refresh").click()
         expect(row).to_have_attribute("data-status", "cancelled", timeout=15_000)
         expect(row.locator("button[data-cancel]")).to_have_count(0)

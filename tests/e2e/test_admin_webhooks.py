@@ -104,3 +104,10 @@ def test_admin_webhooks_panel_shows_deliveries_and_sends_a_test(stack: Stack, pa
         page.locator("#webhooks-section").screenshot(
             path=str(SCREENSHOTS / "admin-webhooks-panel.png")
         )
+
+        # Refresh reads the server again: an endpoint deleted meanwhile is gone from the table.
+        other.webhooks.delete(theirs.id)
+        with page.expect_response("**/v1/webhooks"):
+            page.locator("#webhooks-refresh").click()
+        expect(rows).to_have_count(1)
+        expect(rows.filter(has_text=theirs.id)).to_have_count(0)
