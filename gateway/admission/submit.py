@@ -158,15 +158,7 @@ async def _submit(
         await note_end(gateway, notify, prepared.tenant, prepared.queue.prefix, prepared.job_id)
     try:
         with enqueue_span(prepared.queue.prefix, [(prepared.job_id, item.payload)], item.tenant):
-            enqueued = await prepared.queue.enqueue(
-                item.payload,
-                idempotency_key=item.idempotency_key,
-                priority=item.priority,
-                delay=item.delay,
-                job_id=item.job_id,
-                max_attempts=item.max_attempts,
-                tenant=item.tenant,
-            )
+            enqueued = await gateway.admission.enqueue(prepared.queue, item, None)
     except BaseException as exc:
         # Not confirmed by the replicas, the job was still written: it keeps what it took
         # (the sweeps give it back if a failover loses it).
