@@ -177,6 +177,18 @@ async def provider_moments(fake_url: str, kinds: dict[str, list[Moments]]) -> No
             moment.provider_first = seen["first_sent_at"]
 
 
+def wait_serving(worker: Any, since: int, timeout: float = 60.0) -> None:
+    """Until the worker process logs that it serves its queues (its start done: prices and
+    capabilities published, the token counter and LiteLLM's call path warmed), so the first
+    call measures a ready worker, not its start. ``since``: the log's size before the start
+    (the log file is appended to, run after run)."""
+    deadline = time.monotonic() + timeout
+    while b"serving provider" not in worker.log_path.read_bytes()[since:]:
+        if time.monotonic() > deadline or not worker.alive:
+            raise RuntimeError(f"the worker did not start serving:\n{worker.log_tail()}")
+        time.sleep(0.05)
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -200,7 +212,9 @@ def background(base_url: str, streams: int, stop: Any) -> None:
 
 async def measure(
     args: argparse.Namespace, stack: Stack, fake_url: str, kinds: dict[str, list[Moments]]
-) -> dict[str, list[float]]:
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Each kind's measured times to first token, and its very first call's (the stack's
+    first after its start: the worker's first generation, a new connection)."""
     straight = AsyncOpenAI(base_url=fake_url, api_key="sk-bench-ttft", max_retries=0)
     genq_chat = AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key=DEV_KEY, max_retries=0)
     redis = aioredis.Redis.from_url(stack.redis_url)
@@ -210,7 +224,8 @@ async def measure(
             "chat": chat_call(genq_chat, GENQ_MODEL),
             "native": native_call(native, redis, stack.queue_prefix("openai"), kinds["native"]),
         }
-        for _ in range(WARM_UP):
+        first = {kind: await call() for kind, call in calls.items()}
+        for _ in range(WARM_UP - 1):
             for call in calls.values():
                 await call()
         times: dict[str, list[float]] = {kind: [] for kind in calls}
@@ -220,7 +235,7 @@ async def measure(
     await provider_moments(fake_url, kinds)
     for moments in kinds.values():
         del moments[:WARM_UP]
-    return times
+    return times, first
 
 
 def report_breakdown(kinds: dict[str, list[Moments]]) -> None:
@@ -243,7 +258,9 @@ def report_breakdown(kinds: dict[str, list[Moments]]) -> None:
         print(line(name, [getattr(m, end) - getattr(m, start) for m in straight]))
 
 
-def report(times: dict[str, list[float]], args: argparse.Namespace) -> None:
+def report(
+    times: dict[str, list[float]], first: dict[str, float], args: argparse.Namespace
+) -> None:
     load = f", {args.concurrent} other streams meanwhile" if args.concurrent else ""
     print(
         f"time to first token, {args.calls} calls of each kind, interleaved; provider: "
@@ -259,6 +276,8 @@ def report(times: dict[str, list[float]], args: argparse.Namespace) -> None:
             added_p99 = p99 - percentile(straight, 0.99)
             line += f"   added: p50 {added_p50 * ms:+.1f} ms, p99 {added_p99 * ms:+.1f} ms"
         print(line)
+    firsts = ", ".join(f"{kind} {value * ms:.1f} ms" for kind, value in first.items())
+    print(f"  the first call of each kind, after the stack started: {firsts}")
 
 
 def main(args: argparse.Namespace) -> None:
@@ -285,14 +304,16 @@ def main(args: argparse.Namespace) -> None:
         stop = multiprocessing.get_context("spawn").Event()
         try:
             stack.start_gateway()
-            stack.start_worker()
+            log_path = stack.log_dir / "worker1.log"
+            since = log_path.stat().st_size if log_path.exists() else 0
+            wait_serving(stack.start_worker(), since)
             if args.concurrent:
                 load = multiprocessing.get_context("spawn").Process(
                     target=background, args=(stack.base_url, args.concurrent, stop), daemon=True
                 )
                 load.start()
             kinds: dict[str, list[Moments]] = {"straight": [], "native": []}
-            times = asyncio.run(measure(args, stack, fake_url, kinds))
+            times, first = asyncio.run(measure(args, stack, fake_url, kinds))
         except BaseException:
             print(stack.logs())
             raise
@@ -303,7 +324,7 @@ def main(args: argparse.Namespace) -> None:
                 if load.is_alive():
                     load.kill()
             stack.stop()
-    report(times, args)
+    report(times, first, args)
     report_breakdown(kinds)
 
 

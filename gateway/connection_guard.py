@@ -9,7 +9,8 @@ complete, logs every refusal, and keeps accepting connections meanwhile.
 :class:`GuardedHttpToolsProtocol` closes a connection whose request head is not complete
 ``header_timeout`` seconds after it opened (or after the head began, on a kept-alive
 connection), with a 408 when part of a head came, and closes a new connection at once, with a
-503, while ``max_connections`` are open. It reads private parts of uvicorn's class, so
+503, while ``max_connections`` are open; and it writes a plain answer's head and body in one
+socket write (:class:`_HeadWithBody`). It reads private parts of uvicorn's class, so
 :func:`gateway.server_options.uvicorn_options` uses it only on the uvicorn version it was
 tested with (``TESTED_UVICORN``) and otherwise falls back to ``limit_concurrency``.
 """
@@ -23,7 +24,7 @@ import weakref
 from typing import Any
 
 from uvicorn.config import Config
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
 log = logging.getLogger("gateway.connections")
@@ -95,6 +96,44 @@ def _refusals_of(server_state: ServerState, loop: asyncio.AbstractEventLoop) -> 
     return refusals
 
 
+class _HeadWithBody:
+    """A response's transport that holds its head, when a Content-Length follows it, until its
+    first body bytes and writes both at once: one socket write per plain answer instead of
+    two, and each write is a system call (what that saves: docs/KNOWN_LIMITS.md). A streamed
+    answer (chunked, an event stream) has its head written at once, as uvicorn does; a head
+    still held when the connection closes is written first."""
+
+    def __init__(self, transport: asyncio.Transport, cycle: RequestResponseCycle) -> None:
+        self._transport = transport
+        self._cycle = cycle
+        self._head: bytes | None = None
+        self._head_seen = False
+
+    def write(self, data: bytes) -> None:
+        if self._head is not None:
+            data, self._head = self._head + data, None
+        elif self._cycle.response_started and not self._head_seen:
+            self._head_seen = True
+            cycle = self._cycle
+            # Only then is a body write sure to follow (uvicorn writes none for a HEAD).
+            if cycle.chunked_encoding is False and cycle.scope["method"] != "HEAD":
+                self._head = data
+                return
+        self._transport.write(data)
+
+    def close(self) -> None:
+        if self._head is not None:
+            self._transport.write(self._head)
+            self._head = None
+        self._transport.close()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
     """One connection, as uvicorn's httptools protocol serves it, with a deadline for each
     request head and the server's connection cap. uvicorn builds one per connection; the two
@@ -150,6 +189,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_begun = False
         self._disarm_head_timer()
         super().on_headers_complete()
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        cycle.transport = _HeadWithBody(cycle.transport, cycle)  # type: ignore[assignment]
+        super()._start_asgi_task(cycle, app)
 
     def _arm_head_timer(self) -> None:
         self._head_timer = self.loop.call_later(self.header_timeout, self._head_timed_out)

@@ -89,6 +89,13 @@ async def job_tenant(
     raise Unauthorized("missing credentials: send 'Authorization: Bearer <key>' or ?token=")
 
 
+async def gateway_and_caller(request: Request) -> tuple[Gateway, Principal]:
+    """``GatewayDep`` and ``PrincipalDep`` of ``request``, found as FastAPI would, for a
+    handler it does not solve (``gateway.routes._fast_path``)."""
+    gateway: Gateway = request.app.state.gateway
+    return gateway, await current_principal(gateway, await _bearer(request))
+
+
 PrincipalDep = Annotated[Principal, Depends(current_principal)]
 AdminDep = Annotated[Principal, Depends(admin_principal)]
 PullerDep = Annotated[Principal, Depends(queue_puller)]

@@ -35,6 +35,10 @@ class TenantLimits(BaseModel):
     """Generations accepted per UTC day; 0 = no quota for this tenant."""
 
 
+_NO_OVERRIDES = TenantLimits()
+"""A tenant's overrides when it has none (made once: they are read on every request)."""
+
+
 class Settings(CommonSettings):
     """Inherits the settings every process shares (``GENQ_REDIS_URL``, ``GENQ_MODELS``,
     ``GENQ_RESULT_TTL``, ...; see :class:`genq_contract.settings.CommonSettings`). In dev mode
@@ -176,7 +180,7 @@ class Settings(CommonSettings):
 
     def limits_for(self, tenant: str) -> tuple[float, int, int]:
         """(rate, burst, max_in_flight) for a tenant."""
-        custom = self.tenant_limits.get(tenant, TenantLimits())
+        custom = self.tenant_limits.get(tenant, _NO_OVERRIDES)
         return (
             custom.rate or self.tenant_rate,
             custom.burst or self.tenant_burst,
@@ -185,16 +189,16 @@ class Settings(CommonSettings):
 
     def daily_quota_for(self, tenant: str) -> int:
         """Generations the tenant may have accepted per UTC day; 0 = no quota."""
-        quota = self.tenant_limits.get(tenant, TenantLimits()).daily_quota
+        quota = self.tenant_limits.get(tenant, _NO_OVERRIDES).daily_quota
         return self.tenant_daily_quota if quota is None else quota
 
     def max_streams_for(self, tenant: str) -> int:
         """Event streams the tenant may hold open at once (per gateway process)."""
-        return self.tenant_limits.get(tenant, TenantLimits()).max_streams or self.tenant_max_streams
+        return self.tenant_limits.get(tenant, _NO_OVERRIDES).max_streams or self.tenant_max_streams
 
     def max_waits_for(self, tenant: str) -> int:
         """Result waits the tenant may hold open at once (per gateway process)."""
-        return self.tenant_limits.get(tenant, TenantLimits()).max_waits or self.tenant_max_waits
+        return self.tenant_limits.get(tenant, _NO_OVERRIDES).max_waits or self.tenant_max_waits
 
     def resolved_web_dir(self) -> Path:
         """``GENQ_WEB_DIR``, else the pages installed with genq (the package ``genq_web``,

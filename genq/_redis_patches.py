@@ -2,7 +2,9 @@
 
 - :class:`LeanConnectionPool`: the pool :func:`genq.connect` gives a single node checks
   connections out and back in without the bookkeeping redis-py wraps around each (its
-  deprecated-arguments check, its lock, its connection counts while its metrics are off).
+  deprecated-arguments check, its lock, its connection counts while its metrics are off);
+  :class:`LeanBlockingConnectionPool`, the bounded one (``pool_timeout``), as well while no
+  checkout has to wait.
 - :func:`hiredis_packing`: connection classes that pack commands with hiredis, write without
   the task redis-py makes for each write, and raise a write on a torn-down connection as the
   ``ConnectionError`` it is.
@@ -29,7 +31,7 @@ from functools import cache
 from typing import Any, TypeGuard, TypeVar
 
 import hiredis
-from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.connection import AbstractConnection
 from redis.commands.core import AsyncScript
@@ -77,24 +79,62 @@ class LeanConnectionPool(ConnectionPool):
     async def get_connection(self, *args: Any, **kwargs: Any) -> AbstractConnection:
         if _metrics_on():
             return await super().get_connection()  # type: ignore[no-untyped-call,no-any-return]
-        connection: AbstractConnection = self.get_available_connection()  # type: ignore[no-untyped-call]
-        try:
-            await self.ensure_connection(connection)
-        except BaseException:
-            await self.release(connection)
-            raise
-        return connection
+        return await _checkout(self)
 
     async def release(self, connection: AbstractConnection) -> None:
         if _metrics_on():
             await super().release(connection)
             return
-        self._in_use_connections.remove(connection)
-        if connection.should_reconnect():  # type: ignore[no-untyped-call]
-            await connection.disconnect()
-        self._available_connections.append(connection)
-        released = AsyncAfterConnectionReleasedEvent(connection)  # type: ignore[no-untyped-call]
-        await self._event_dispatcher.dispatch_async(released)  # type: ignore[union-attr]
+        await _release(self, connection)
+
+
+async def _checkout(pool: ConnectionPool) -> AbstractConnection:
+    """redis-py's checkout of a free connection from ``pool``, without its lock and counts."""
+    connection: AbstractConnection = pool.get_available_connection()  # type: ignore[no-untyped-call]
+    try:
+        await pool.ensure_connection(connection)
+    except BaseException:
+        await pool.release(connection)
+        raise
+    return connection
+
+
+async def _release(pool: ConnectionPool, connection: AbstractConnection) -> None:
+    """redis-py's return of ``connection`` to ``pool``, without its lock and counts."""
+    pool._in_use_connections.remove(connection)
+    if connection.should_reconnect():  # type: ignore[no-untyped-call]
+        await connection.disconnect()
+    pool._available_connections.append(connection)
+    released = AsyncAfterConnectionReleasedEvent(connection)  # type: ignore[no-untyped-call]
+    await pool._event_dispatcher.dispatch_async(released)  # type: ignore[union-attr]
+
+
+class LeanBlockingConnectionPool(BlockingConnectionPool):
+    """redis-py's bounded pool (a checkout waits for a free connection, up to its timeout),
+    each checkout that need not wait and each return no checkout waits for without the
+    condition's lock and timeout redis-py takes around them, as :class:`LeanConnectionPool`.
+    A checkout finding every connection in use, and any checkout or return while one waits,
+    while the pool is in maintenance or redis-py's metrics are on, goes redis-py's way."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._waiting = 0
+        """Checkouts in redis-py's path (which may wait on the condition for a return)."""
+
+    async def get_connection(self, *args: Any, **kwargs: Any) -> AbstractConnection:
+        if self._waiting or self._in_maintenance or not self.can_get_connection() or _metrics_on():
+            self._waiting += 1
+            try:
+                return await super().get_connection()  # type: ignore[no-untyped-call,no-any-return]
+            finally:
+                self._waiting -= 1
+        return await _checkout(self)
+
+    async def release(self, connection: AbstractConnection) -> None:
+        if self._waiting or self._in_maintenance or _metrics_on():
+            await super().release(connection)  # notifies a waiting checkout
+            return
+        await _release(self, connection)
 
 
 class _HiredisPacking:
@@ -174,6 +214,11 @@ def connection_class(base: type) -> type:
 def pool_class() -> type[ConnectionPool]:
     """The pool genq gives a single node without a wait for a free connection."""
     return LeanConnectionPool if patched() else ConnectionPool
+
+
+def blocking_pool_class() -> type[BlockingConnectionPool]:
+    """The pool genq gives a single node whose checkouts wait for a free connection."""
+    return LeanBlockingConnectionPool if patched() else BlockingConnectionPool
 
 
 def pooled(redis: Any) -> TypeGuard[Redis]:

@@ -47,7 +47,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from ._redis_patches import LeanConnectionPool as LeanConnectionPool
-from ._redis_patches import connection_class, pool_class
+from ._redis_patches import blocking_pool_class, connection_class, pool_class
 from ._redis_patches import hiredis_packing as hiredis_packing
 
 RedisClient: TypeAlias = Redis | RedisCluster
@@ -129,7 +129,7 @@ def connect(
         if pool_timeout is None:
             pool: ConnectionPool = pool_class().from_url(url, **options)
         else:
-            pool = BlockingConnectionPool.from_url(url, timeout=pool_timeout, **options)
+            pool = blocking_pool_class().from_url(url, timeout=pool_timeout, **options)
         pool.connection_class = connection_class(pool.connection_class)
         return _owning(pool, single)
     if single:

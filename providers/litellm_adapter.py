@@ -21,16 +21,20 @@ the usage. ``params`` (``tools``, ``tool_choice``, ``response_format``, ``reason
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Mapping
+import logging
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from genq_contract.routing import litellm_provider
 from providers import demo
 from providers._litellm import litellm, provider_reported_usage
 from providers.errors import ProviderSilenceError, to_job_error
 from providers.telemetry import ProviderCall
 
 DEFAULT_SILENCE_TIMEOUT = 30.0
+
+log = logging.getLogger("providers.litellm_adapter")
 
 demo.register()
 
@@ -133,6 +137,31 @@ async def stream_chat(
         silence.stop()
         call.end(error)
         await response.aclose()
+
+
+async def warm_calls(models: Iterable[str]) -> None:
+    """Runs LiteLLM's call path once for each LiteLLM provider of ``models``, on a mock answer
+    (``mock_response``: no request leaves the process), so a worker's first generation does
+    not pay the modules LiteLLM imports on its first call (docs/WORKERS.md has the figure).
+    A provider LiteLLM cannot mock is skipped: warming is an optimisation, never a failure."""
+    seen: set[str] = set()
+    for model in models:
+        vendor = litellm_provider(model)
+        if vendor in seen:
+            continue
+        seen.add(vendor)
+        try:
+            response = await litellm.acompletion(
+                model=model,
+                messages=[{"role": "user", "content": "warm up"}],
+                stream=True,
+                mock_response="ok",
+                num_retries=0,
+            )
+            async for _ in response:
+                pass
+        except Exception as exc:
+            log.debug("no warm call for %s: %r", model, exc)
 
 
 class _SilenceWatch:

@@ -35,6 +35,7 @@ from genq_services.capabilities import publish_capabilities
 from genq_services.prices import publish_prices
 from providers.capabilities import capabilities_of
 from providers.costs import served_models, warm_up
+from providers.litellm_adapter import warm_calls
 from workers.alerts import DeadLetterAlerts
 from workers.coalesce import EmitStats
 from workers.drain import Drain
@@ -131,6 +132,9 @@ class WorkerProcess:
 
     async def start(self) -> None:
         await self.publish_models()
+        await self.start_workers()
+
+    async def start_workers(self) -> None:
         for worker in self.workers.values():
             await worker.start()
         if self.lost is not None:
@@ -139,12 +143,13 @@ class WorkerProcess:
     async def publish_models(self) -> None:
         """Publishes the prices of the models this process serves (the gateway reserves
         budgets with them) and their capabilities (the gateway refuses a request a model
-        cannot run), and loads the token counter, before the first job."""
+        cannot run), and loads the token counter and LiteLLM's call path, before the first job."""
         routing = self.settings.routing()
         models = served_models(routing, self.queues)
         await publish_prices(self.redis, routing.namespace, self.metering.prices.prices(models))
         await publish_capabilities(self.redis, routing.namespace, capabilities_of(models))
         await asyncio.to_thread(warm_up, models)
+        await warm_calls(models)
 
     async def stop(self, deadline: float | None = None) -> None:
         await asyncio.gather(*(w.stop(deadline=deadline) for w in self.workers.values()))
@@ -274,7 +279,8 @@ async def wait_for_redis(redis: RedisClient, within: float) -> None:
 def freeze_heap() -> None:
     """Moves everything allocated so far (LiteLLM's large module graph) out of the collector's
     sight: a full collection then skips it, so the worker's GC pauses stay short with many
-    streams running (bench/workers.py; docs/KNOWN_LIMITS.md). Call once, after the imports."""
+    streams running (bench/workers.py; docs/KNOWN_LIMITS.md). Call once, after the imports and
+    the warm-up, before the first job."""
     gc.collect()
     gc.freeze()
 
@@ -287,8 +293,9 @@ async def serve(settings: WorkerSettings) -> None:
     try:
         await wait_for_redis(redis, settings.startup_timeout)
         process = WorkerProcess.build(settings, redis)
-        freeze_heap()
-        await process.start()
+        await process.publish_models()  # what it loads (tokenizers, LiteLLM's call path) ...
+        freeze_heap()  # ... is frozen with the imports
+        await process.start_workers()
         alerts = build_alerts(settings, redis)
         if alerts is not None:
             await alerts.start()

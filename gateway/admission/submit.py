@@ -75,10 +75,15 @@ def answer_created(
     gateway: Gateway, tenant: str, submitted: Submitted, response: Response
 ) -> GenerationCreated:
     """:func:`created` for a single POST: 202, or 200 for a replay, and its Location."""
+    locate(submitted, response)
+    return created(gateway, tenant, submitted)
+
+
+def locate(submitted: Submitted, response: Response) -> None:
+    """A single POST's status (200 for a replay, else the route's 202) and Location."""
     if submitted.deduplicated:
         response.status_code = 200
     response.headers["Location"] = f"/v1/generations/{submitted.id}"
-    return created(gateway, tenant, submitted)
 
 
 async def submit(

@@ -32,6 +32,7 @@ from ..state import Gateway
 from ..streaming.cursors import parse_cursor
 from ..streaming.frames import DONE
 from ..streaming.sse import stream_hold
+from ..telemetry import viewed
 from .accept import IdempotencyKey, accept
 from .chat_deltas import ChatDeltas
 from .connection_bound import CUT, StreamCut, end_or_leave, tied
@@ -153,8 +154,9 @@ async def create_chat_completion(
         cursor = parse_cursor(last_event_id, "Last-Event-ID") if bound else None
         with stream_hold(gateway, principal.tenant) as hold:  # 429 here: nothing enqueued
             owned = (await accept(gateway, principal, generation, idempotency_key)).owned
-            stream = chunk_stream(gateway, owned, body.include_usage, cursor, hold.until, bound)
-            return hold.respond(tied(stream, owned, cancel=not bound))
+            chunks = chunk_stream(gateway, owned, body.include_usage, cursor, hold.until, bound)
+            stream = tied(chunks, owned, cancel=not bound)
+            return hold.respond(viewed(owned.job, owned.queue.prefix, stream))
     with gateway.open_waits.hold(principal.tenant):  # 429 here: nothing enqueued
         owned = (await accept(gateway, principal, generation, idempotency_key)).owned
         job = await end_or_leave(request, gateway, owned, cancel=not bound)

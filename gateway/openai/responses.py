@@ -21,6 +21,7 @@ from ..deps import GatewayDep, PrincipalDep
 from ..state import Gateway
 from ..streaming.sse import StreamHold, stream_hold
 from ..streaming.terminal import settled
+from ..telemetry import viewed
 from .accept import IdempotencyKey, accept
 from .connection_bound import end_or_leave, tied
 from .errors import OpenAIError, OpenAIRoute
@@ -40,7 +41,7 @@ def event_stream(
     hold: StreamHold, gateway: Gateway, owned: OwnedJob, after: int, cancel: bool
 ) -> Response:
     events = response_stream(gateway, owned, after, hold.until, goes_on=not cancel)
-    return hold.respond(tied(events, owned, cancel))
+    return hold.respond(viewed(owned.job, owned.queue.prefix, tied(events, owned, cancel)))
 
 
 @router.post("")

@@ -4,16 +4,19 @@ result, mint a fresh watch token."""
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field, ValidationError
+from starlette.requests import ClientDisconnect
 
 from genq import TERMINAL, JobStatus
 
 from ..access.owned_jobs import load_owned_job, tenant_of
 from ..admission.cancel import cancel
 from ..admission.schemas import (
+    IDEMPOTENCY_KEY_PATTERN,
     BatchCreated,
     BatchItem,
     BatchItemFailed,
@@ -23,14 +26,15 @@ from ..admission.schemas import (
     enqueue_answers,
     idempotency_key_header,
 )
-from ..admission.submit import answer_created, created, submit
+from ..admission.submit import answer_created, created, locate, submit
 from ..admission.submit_batch import submit_many
 from ..admission.webhook_note import WebhookNote
-from ..deps import GatewayDep, JobId, JobTenantDep, PrincipalDep
+from ..deps import GatewayDep, JobId, JobTenantDep, PrincipalDep, gateway_and_caller
 from ..errors import ERRORS, BadRequest
 from ..records import Generation, GenerationList, newest_first, position, to_generation
 from ..streaming.disconnect import unless_disconnected
 from ..streaming.terminal import wait_for_end
+from ._fast_path import fast_path_route
 
 router = APIRouter(prefix="/v1/generations", tags=["generations"], responses=ERRORS)
 ReplayKey = Annotated[
@@ -39,6 +43,8 @@ ReplayKey = Annotated[
 ]
 NATIVE_END = WebhookNote("generation")
 """A native generation's end is a webhook event for its tenant's endpoints."""
+JSON = "application/json"
+IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 
 class CancelResult(BaseModel):
@@ -51,7 +57,6 @@ class WatchToken(BaseModel):
     expires_at: int
 
 
-@router.post("", **enqueue_answers(GenerationCreated))
 async def create_generation(
     body: GenerationRequest,
     gateway: GatewayDep,
@@ -62,6 +67,42 @@ async def create_generation(
     """Enqueues a generation (202), or returns the one this Idempotency-Key made (200)."""
     submitted = await submit(gateway, principal, body, idempotency_key, NATIVE_END)
     return answer_created(gateway, principal.tenant, submitted, response)
+
+
+async def create_generation_directly(request: Request) -> Response | None:
+    """:func:`create_generation` for a request FastAPI would take as it is: a JSON body that
+    is a valid ``GenerationRequest``, a well-formed Idempotency-Key or none. Any other is
+    declined (``None``) before anything happened, for FastAPI to answer."""
+    headers = request.headers
+    content_type = headers.get("content-type")
+    if content_type is None or content_type.partition(";")[0].strip().lower() != JSON:
+        return None
+    idempotency_key = headers.get("idempotency-key")
+    if idempotency_key is not None and IDEMPOTENCY_KEY.fullmatch(idempotency_key) is None:
+        return None
+    try:
+        raw = await request.body()
+    except ClientDisconnect:  # FastAPI's answer to it (reading again sees it again)
+        return None
+    try:
+        body = GenerationRequest.model_validate_json(raw)
+    except ValidationError:
+        return None
+    gateway, principal = await gateway_and_caller(request)
+    submitted = await submit(gateway, principal, body, idempotency_key, NATIVE_END)
+    answer = created(gateway, principal.tenant, submitted).model_dump_json()
+    response = Response(answer, status_code=202, media_type=JSON)
+    locate(submitted, response)
+    return response
+
+
+router.add_api_route(
+    "",
+    create_generation,
+    methods=["POST"],
+    route_class_override=fast_path_route(create_generation_directly),
+    **enqueue_answers(GenerationCreated),
+)
 
 
 @router.post(

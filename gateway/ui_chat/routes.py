@@ -20,6 +20,7 @@ from ..deps import GatewayDep, PrincipalDep
 from ..errors import ERRORS
 from ..streaming.sse import stream_hold
 from ..streaming.terminal import settled
+from ..telemetry import viewed
 from .active import ChatPointer
 from .attach import asked, attach, message_id_of, running
 from .schemas import CHAT_ID_PATTERN, StopResult, UIChatRequest
@@ -45,7 +46,7 @@ async def send_chat_message(
         stream = ui_stream(
             gateway, owned, body.id, message_id_of(owned.job), hold.until, hold.ending
         )
-        return hold.respond(stream, headers=HEADERS)
+        return hold.respond(viewed(owned.job, owned.queue.prefix, stream), headers=HEADERS)
 
 
 @router.get(
@@ -67,7 +68,7 @@ async def resume_chat_stream(
     with stream_hold(gateway, principal.tenant) as hold:
         message_id = message_id_of(owned.job)
         stream = ui_stream(gateway, owned, chat_id, message_id, hold.until, hold.ending)
-        return hold.respond(stream, headers=HEADERS)
+        return hold.respond(viewed(owned.job, owned.queue.prefix, stream), headers=HEADERS)
 
 
 @router.post(

@@ -4,6 +4,7 @@ with one warning while genq keeps working."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import tomllib
 from collections.abc import AsyncIterator, Iterator
@@ -12,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from redis.asyncio import Connection, ConnectionPool, Redis
+from redis.asyncio import BlockingConnectionPool, Connection, ConnectionPool, Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 import genq._redis_patches as patches
@@ -162,6 +164,45 @@ async def test_redis_patches_pool_checks_out_and_in_as_redis_pys_does(redis_url:
         finally:
             await pool.aclose()
     assert seen[0] == seen[1]
+
+
+async def test_redis_patches_bounded_pool_waits_and_times_out_as_redis_pys_does(
+    redis_url: str,
+) -> None:
+    """With every connection in use a checkout waits for a return (and gets that connection),
+    and past the timeout it fails as redis-py's does; a checkout after the wait skips it."""
+
+    def state(pool: BlockingConnectionPool) -> tuple[int, int]:
+        return len(pool._available_connections), len(pool._in_use_connections)
+
+    seen = []
+    for kind in (patches.LeanBlockingConnectionPool, BlockingConnectionPool):
+        pool = kind.from_url(redis_url, max_connections=2, timeout=0.2)
+        try:
+            steps: list[Any] = []
+            first = await pool.get_connection()
+            second = await pool.get_connection()
+            waiting = asyncio.create_task(pool.get_connection())
+            await asyncio.sleep(0.05)
+            steps.append((waiting.done(), *state(pool)))
+            await pool.release(first)
+            third = await asyncio.wait_for(waiting, 1)
+            steps.append((third is first, *state(pool)))
+            with pytest.raises(RedisConnectionError, match="No connection available") as failed:
+                await pool.get_connection()
+            steps.append(type(failed.value).__name__)
+            await pool.release(third)
+            again = await pool.get_connection()
+            await again.send_command("PING")
+            steps.append((again is first, await again.read_response(), *state(pool)))
+            await pool.release(again)
+            await pool.release(second)
+            steps.append(state(pool))
+            seen.append(steps)
+        finally:
+            await pool.aclose()
+    assert seen[0] == seen[1]
+    assert seen[0][0] == (False, 0, 2)  # the third checkout waited
 
 
 def test_redis_patches_target_the_redis_py_the_project_pins() -> None:
