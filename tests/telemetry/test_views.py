@@ -168,3 +168,32 @@ def test_view_spans_of_a_ui_message_stream_and_its_resume(traced: Traced) -> Non
     assert_viewed_where_it_was_made(traced, views[trace_id], job_id)
     assert [trace for trace, _ in views[resume_trace].links] == [trace_id]
     assert views[resume_trace].attributes["genq.view.writes"] > 0
+
+
+def test_a_viewer_that_leaves_a_streamed_chat_completion_is_marked_left(
+    traced: Traced,
+) -> None:
+    """The viewer closes its connection mid-stream: its view span ends, marked as left (not an
+    error), with the writes it got."""
+    body = {
+        "model": "demo/fast",
+        "messages": [{"role": "user", "content": "leave me"}],
+        "stream": True,
+        **SLOW,
+    }
+    traceparent, trace_id, _ = client_traceparent()
+    with (
+        traced.http(traceparent) as http,
+        http.stream("POST", "/v1/chat/completions", json=body) as sent,
+    ):
+        assert sent.status_code == 200
+        lines = sent.iter_lines()
+        first = next(line for line in lines if line.startswith("data: "))
+        next(line for line in lines if line.startswith("data: "))  # a second event, then away
+    job_id = job_id_of(json.loads(first.removeprefix("data: "))["id"])
+
+    (view,) = traced.views_of(job_id, 1)
+    assert view.trace_id == trace_id
+    assert view.attributes["genq.view.left"] is True
+    assert view.attributes["genq.view.writes"] >= 2
+    assert "error.type" not in view.attributes
