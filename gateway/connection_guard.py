@@ -101,24 +101,25 @@ class _HeadWithBody:
     first body bytes and writes both at once: one socket write per plain answer instead of
     two, and each write is a system call (what that saves: docs/KNOWN_LIMITS.md). A streamed
     answer (chunked, an event stream) has its head written at once, as uvicorn does; a head
-    still held when the connection closes is written first."""
+    still held when the connection closes is written first. Once the head is out it hands
+    the cycle its transport back, so a stream's events are written without it."""
 
     def __init__(self, transport: asyncio.Transport, cycle: RequestResponseCycle) -> None:
         self._transport = transport
         self._cycle = cycle
         self._head: bytes | None = None
-        self._head_seen = False
 
     def write(self, data: bytes) -> None:
+        cycle = self._cycle
         if self._head is not None:
             data, self._head = self._head + data, None
-        elif self._cycle.response_started and not self._head_seen:
-            self._head_seen = True
-            cycle = self._cycle
+            cycle.transport = self._transport
+        elif cycle.response_started:
             # Only then is a body write sure to follow (uvicorn writes none for a HEAD).
             if cycle.chunked_encoding is False and cycle.scope["method"] != "HEAD":
                 self._head = data
                 return
+            cycle.transport = self._transport
         self._transport.write(data)
 
     def close(self) -> None:

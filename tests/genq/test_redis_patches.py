@@ -5,9 +5,10 @@ with one warning while genq keeps working."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import tomllib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -136,34 +137,46 @@ def test_redis_patches_pack_a_script_call_on_a_plain_connection_as_redis_py_does
     assert Counting.packed == 1
 
 
-async def test_redis_patches_pool_checks_out_and_in_as_redis_pys_does(redis_url: str) -> None:
-    def state(pool: ConnectionPool) -> tuple[int, int]:
-        return (
-            len(pool._available_connections),
-            len(pool._in_use_connections),
-        )
+def pool_state(pool: ConnectionPool) -> tuple[int, int]:
+    return len(pool._available_connections), len(pool._in_use_connections)
 
+
+async def same_steps(
+    pools: list[Callable[[], ConnectionPool]],
+    steps: Callable[[ConnectionPool], Awaitable[list[Any]]],
+) -> list[Any]:
+    """What ``steps`` saw on each pool ``pools`` make, one after the other (each closed
+    after): the same on both."""
     seen = []
-    for kind in (patches.LeanConnectionPool, ConnectionPool):
-        pool = kind.from_url(redis_url)
+    for make in pools:
+        pool = make()
         try:
-            steps = []
-            first = await pool.get_connection()
-            second = await pool.get_connection()
-            steps.append(state(pool))
-            await pool.release(first)
-            steps.append(state(pool))
-            again = await pool.get_connection()
-            steps.append((*state(pool), again is first))
-            await again.send_command("PING")
-            steps.append(await again.read_response())
-            await pool.release(again)
-            await pool.release(second)
-            steps.append(state(pool))
-            seen.append(steps)
+            seen.append(await steps(pool))
         finally:
             await pool.aclose()
     assert seen[0] == seen[1]
+    return seen[0]
+
+
+async def test_redis_patches_pool_checks_out_and_in_as_redis_pys_does(redis_url: str) -> None:
+    async def steps(pool: ConnectionPool) -> list[Any]:
+        seen: list[Any] = []
+        first = await pool.get_connection()
+        second = await pool.get_connection()
+        seen.append(pool_state(pool))
+        await pool.release(first)
+        seen.append(pool_state(pool))
+        again = await pool.get_connection()
+        seen.append((*pool_state(pool), again is first))
+        await again.send_command("PING")
+        seen.append(await again.read_response())
+        await pool.release(again)
+        await pool.release(second)
+        seen.append(pool_state(pool))
+        return seen
+
+    kinds = (patches.LeanConnectionPool, ConnectionPool)
+    await same_steps([functools.partial(kind.from_url, redis_url) for kind in kinds], steps)
 
 
 async def test_redis_patches_bounded_pool_waits_and_times_out_as_redis_pys_does(
@@ -172,37 +185,35 @@ async def test_redis_patches_bounded_pool_waits_and_times_out_as_redis_pys_does(
     """With every connection in use a checkout waits for a return (and gets that connection),
     and past the timeout it fails as redis-py's does; a checkout after the wait skips it."""
 
-    def state(pool: BlockingConnectionPool) -> tuple[int, int]:
-        return len(pool._available_connections), len(pool._in_use_connections)
+    async def steps(pool: ConnectionPool) -> list[Any]:
+        seen: list[Any] = []
+        first = await pool.get_connection()
+        second = await pool.get_connection()
+        waiting = asyncio.create_task(pool.get_connection())
+        await asyncio.sleep(0.05)
+        seen.append((waiting.done(), *pool_state(pool)))
+        await pool.release(first)
+        third = await asyncio.wait_for(waiting, 1)
+        seen.append((third is first, *pool_state(pool)))
+        with pytest.raises(RedisConnectionError, match="No connection available") as failed:
+            await pool.get_connection()
+        seen.append(type(failed.value).__name__)
+        await pool.release(third)
+        again = await pool.get_connection()
+        await again.send_command("PING")
+        seen.append((again is first, await again.read_response(), *pool_state(pool)))
+        await pool.release(again)
+        await pool.release(second)
+        seen.append(pool_state(pool))
+        return seen
 
-    seen = []
-    for kind in (patches.LeanBlockingConnectionPool, BlockingConnectionPool):
-        pool = kind.from_url(redis_url, max_connections=2, timeout=0.2)
-        try:
-            steps: list[Any] = []
-            first = await pool.get_connection()
-            second = await pool.get_connection()
-            waiting = asyncio.create_task(pool.get_connection())
-            await asyncio.sleep(0.05)
-            steps.append((waiting.done(), *state(pool)))
-            await pool.release(first)
-            third = await asyncio.wait_for(waiting, 1)
-            steps.append((third is first, *state(pool)))
-            with pytest.raises(RedisConnectionError, match="No connection available") as failed:
-                await pool.get_connection()
-            steps.append(type(failed.value).__name__)
-            await pool.release(third)
-            again = await pool.get_connection()
-            await again.send_command("PING")
-            steps.append((again is first, await again.read_response(), *state(pool)))
-            await pool.release(again)
-            await pool.release(second)
-            steps.append(state(pool))
-            seen.append(steps)
-        finally:
-            await pool.aclose()
-    assert seen[0] == seen[1]
-    assert seen[0][0] == (False, 0, 2)  # the third checkout waited
+    kinds = (patches.LeanBlockingConnectionPool, BlockingConnectionPool)
+    pools = [
+        functools.partial(kind.from_url, redis_url, max_connections=2, timeout=0.2)
+        for kind in kinds
+    ]
+    seen = await same_steps(pools, steps)
+    assert seen[0] == (False, 0, 2)  # the third checkout waited
 
 
 def test_redis_patches_target_the_redis_py_the_project_pins() -> None:
