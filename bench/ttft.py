@@ -18,9 +18,14 @@ reads its stream to the end, so the next one starts on an idle stack. It prints 
 each kind and what genq adds: p50 and p99 of genq minus straight (the figures of one run).
 
 ``--concurrent K`` keeps K other streams through genq's chat route running meanwhile (from a
-process of their own), a loaded worker and gateway.
+process of their own, read as bytes), a loaded worker and gateway. Each of those replies is
+``--background-tokens`` tokens long (500: ten seconds at 20 ms), their starts spread over that
+time, and the measured calls begin once all of them run: K streams at any moment, about K / 10
+starting each second, as in a chat service, rather than K new generations every few hundred
+milliseconds.
 
     .venv/bin/python bench/ttft.py [--calls 300] [--tokens 10] [--delay-ms 20] [--concurrent 0]
+        [--background-tokens 500]
 
 Results on the development machine are in ``docs/WORKERS.md``.
 """
@@ -58,6 +63,9 @@ from tests.e2e.browser import DEV_KEY, LOGS, Stack, fake_openai_env
 
 MODEL = "gpt-4o-mini"
 GENQ_MODEL = f"openai/{MODEL}"
+BACKGROUND_MODEL = "openai/gpt-4o-mini-background"
+"""The ``--concurrent`` streams' model: the fake provider streams it ``--background-tokens``
+tokens, so they stay running streams, not a flood of new generations."""
 WARM_UP = 5  # calls of each kind not measured: the worker's first ones pay LiteLLM's setup
 MESSAGES: list[Any] = [{"role": "user", "content": "How long until the first token?"}]
 
@@ -194,18 +202,29 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def background(base_url: str, streams: int, stop: Any) -> None:
-    """``streams`` chat streams through genq, one after another each, until ``stop`` is set."""
+def background(base_url: str, streams: int, seconds: float, stop: Any) -> None:
+    """``streams`` chat streams through genq (model :data:`BACKGROUND_MODEL`: long replies,
+    about ``seconds`` each), one after another each, until ``stop`` is set. Their starts are
+    spread over ``seconds``, so about ``streams / seconds`` begin each second, as in a service,
+    not all at once and again each time they end together. Read as bytes: the load is genq's to
+    carry, not this process's, which shares the machine's cores with it."""
 
-    async def one() -> None:
-        client = AsyncOpenAI(base_url=f"{base_url}/v1", api_key=DEV_KEY, max_retries=0)
-        call = chat_call(client, GENQ_MODEL)
+    async def one(http: httpx.AsyncClient, number: int) -> None:
+        await asyncio.sleep(seconds * number / streams)
+        body = {"model": BACKGROUND_MODEL, "messages": MESSAGES, "stream": True}
         while not stop.is_set():
             with contextlib.suppress(Exception):  # a failed stream only lightens the load
-                await call()
+                async with http.stream("POST", "/v1/chat/completions", json=body) as answer:
+                    async for _ in answer.aiter_raw():
+                        pass
 
     async def run() -> None:
-        await asyncio.gather(*(one() for _ in range(streams)))
+        limits = httpx.Limits(max_connections=streams)
+        headers = {"Authorization": f"Bearer {DEV_KEY}"}
+        async with httpx.AsyncClient(
+            base_url=base_url, headers=headers, limits=limits, timeout=None
+        ) as http:
+            await asyncio.gather(*(one(http, number) for number in range(streams)))
 
     asyncio.run(run())
 
@@ -283,13 +302,18 @@ def report(
 def main(args: argparse.Namespace) -> None:
     with (
         EmbeddedRedis() as server,
-        fake_openai(args.tokens, args.delay_ms) as fake_url,
+        fake_openai(
+            args.tokens,
+            args.delay_ms,
+            {BACKGROUND_MODEL.removeprefix("openai/"): args.background_tokens},
+        ) as fake_url,
     ):
         stack = Stack(
             redis_url=server.url,
             log_dir=LOGS / "bench-ttft",
             extra_env={
                 **fake_openai_env(fake_url),
+                "GENQ_MODELS": f"{GENQ_MODEL},{BACKGROUND_MODEL}",
                 "GENQ_COALESCE_WINDOW_MS": f"{args.window_ms:g}",
                 # The bench is one tenant: no enqueue rate limit, and a slot for every stream,
                 # so a measured call never waits its turn behind the background ones.
@@ -308,10 +332,14 @@ def main(args: argparse.Namespace) -> None:
             since = log_path.stat().st_size if log_path.exists() else 0
             wait_serving(stack.start_worker(), since)
             if args.concurrent:
+                seconds = args.background_tokens * args.delay_ms / 1000
                 load = multiprocessing.get_context("spawn").Process(
-                    target=background, args=(stack.base_url, args.concurrent, stop), daemon=True
+                    target=background,
+                    args=(stack.base_url, args.concurrent, seconds, stop),
+                    daemon=True,
                 )
                 load.start()
+                time.sleep(seconds + 1)  # measured once all of them are streaming
             kinds: dict[str, list[Moments]] = {"straight": [], "native": []}
             times, first = asyncio.run(measure(args, stack, fake_url, kinds))
         except BaseException:
@@ -335,6 +363,12 @@ if __name__ == "__main__":
     parser.add_argument("--delay-ms", type=float, default=20.0, help="between tokens, and first")
     parser.add_argument(
         "--concurrent", type=int, default=0, help="other streams through genq meanwhile"
+    )
+    parser.add_argument(
+        "--background-tokens",
+        type=int,
+        default=500,
+        help="tokens per reply of the --concurrent streams (each runs that many times --delay-ms)",
     )
     parser.add_argument(
         "--window-ms", type=float, default=10.0, help="the worker's GENQ_COALESCE_WINDOW_MS"

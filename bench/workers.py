@@ -347,13 +347,17 @@ def report(title: str, runs: list[Run]) -> None:
 
 
 @contextlib.contextmanager
-def fake_openai(tokens: int, delay_ms: float) -> Iterator[str]:
+def fake_openai(
+    tokens: int, delay_ms: float, tokens_by_model: dict[str, int] | None = None
+) -> Iterator[str]:
     """The tests' fake OpenAI-compatible server, in a process of its own (pinned beside Redis),
-    streaming ``tokens`` tokens ``delay_ms`` apart to every request; yields its base URL."""
+    streaming ``tokens`` tokens ``delay_ms`` apart to every request (``tokens_by_model[model]``
+    for the models it names); yields its base URL."""
     code = (
         "import sys\n"
         "from tests.fakes.openai_server import FakeOpenAI\n"
-        f"with FakeOpenAI(default_tokens={tokens}, default_delay={delay_ms / 1000}) as s:\n"
+        f"with FakeOpenAI(default_tokens={tokens}, default_delay={delay_ms / 1000}, "
+        f"tokens_by_model={tokens_by_model or {}!r}) as s:\n"
         "    print(s.base_url, flush=True)\n"
         "    sys.stdin.read()\n"
     )

@@ -226,6 +226,7 @@ class Worker:
                 await self._slot_freed.wait()
                 continue
             try:
+                taken = 0
                 if hint is None:
                     claimed, expired, wait_ms = await pick(self.queue, free, self.holder)
                 else:
@@ -235,13 +236,17 @@ class Worker:
                     hint = None
                     for token, fields in started:
                         self._spawn(fields, token)
-                    if started and not claimed and not expired:
-                        continue
+                    taken = len(started)
                 if expired:
                     await self._reclaim(expired)
                 if claimed:
                     await self._activate(claimed)
+                taken += len(claimed)
+                if taken >= free or expired:  # more may be ready: pick again at once
                     continue
+                # Fewer than asked: nothing else could be claimed now, and another pick at once
+                # would only hold the server while the jobs just taken start. A job enqueued
+                # meanwhile rang the doorbell, so the wait below ends at once for it.
                 timeout = self.poll if wait_ms < 0 else min(self.poll, wait_ms / 1000)
                 self._blocking = True
                 try:

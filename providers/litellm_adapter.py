@@ -6,6 +6,11 @@ name in a call's first piece, then argument text), and on the last steps the fin
 the usage. ``params`` (``tools``, ``tool_choice``, ``response_format``, ``reasoning_effort``
 ...) reach ``litellm.acompletion`` as they are.
 
+A request to an ``openai/...`` model that LiteLLM would pass through unchanged skips LiteLLM:
+the ``openai`` SDK sends it and its chunks become the same deltas, its failures the same job
+errors (:mod:`providers.direct_openai`; ``GENQ_DIRECT_OPENAI=0`` turns that off). Both paths
+share the loop below: the silence timeout, the close in ``finally`` and the telemetry.
+
 - Retries are the queue's job: LiteLLM's (``num_retries``) and the SDK's (``max_retries``) are
   off on every call, so a 429 is one request, not three.
 - The stream is always closed in a ``finally``: when the task consuming it is cancelled (Stop)
@@ -22,13 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
+from functools import partial
+from typing import Any, Protocol
 
 from genq_contract.routing import litellm_provider
-from providers import demo
+from providers import demo, direct_openai
 from providers._litellm import litellm, provider_reported_usage
+from providers.deltas import Delta, ToolCallPiece
 from providers.errors import ProviderSilenceError, to_job_error
 from providers.telemetry import ProviderCall
 
@@ -38,34 +44,10 @@ log = logging.getLogger("providers.litellm_adapter")
 
 demo.register()
 
-
-@dataclass(frozen=True, slots=True)
-class ToolCallPiece:
-    """A piece of a streamed tool call: ``id`` and ``name`` come with a call's first piece
-    (None after), ``arguments`` is the next bit of its JSON arguments."""
-
-    index: int
-    id: str | None = None
-    name: str | None = None
-    arguments: str = ""
+__all__ = ["DEFAULT_SILENCE_TIMEOUT", "Delta", "ToolCallPiece", "stream_chat", "warm_calls"]
 
 
-@dataclass(slots=True)
-class Delta:
-    """One step of a stream: some text, reasoning text, tool-call pieces, and on the last
-    steps the finish reason and usage (the provider's report only: None when it sent none).
-
-    Read-only by convention, not frozen: a frozen dataclass sets each field through
-    ``object.__setattr__``, and one is made per token."""
-
-    text: str = ""
-    finish_reason: str | None = None
-    usage: dict[str, int] | None = None
-    reasoning: str = ""
-    tool_calls: tuple[ToolCallPiece, ...] = ()
-
-
-async def stream_chat(
+def stream_chat(
     model: str,
     messages: list[dict[str, Any]],
     params: Mapping[str, Any] | None = None,
@@ -77,10 +59,43 @@ async def stream_chat(
     """Yields the deltas of ``model``'s answer to ``messages``.
 
     ``params`` are generation params (``temperature``, ``max_tokens``, ...; ``demo_*`` for the
-    demo provider). Raises ``RetryJobError`` / ``TerminalJobError`` only.
+    demo provider). Raises ``RetryJobError`` / ``TerminalJobError`` only. A request LiteLLM
+    would send unchanged to an OpenAI-compatible server is sent by the ``openai`` SDK itself
+    (:mod:`providers.direct_openai`): the same request, deltas and errors, sooner.
     """
+    params = params or {}
+    secrets = (api_key,) if api_key else ()
+    request = _litellm_request(model, messages, params, api_base, api_key)  # telemetry reads it
+    if direct_openai.serves(model, messages, params, api_base, api_key):
+        return _stream(
+            model,
+            request,
+            partial(direct_openai.open_stream, model, messages, params, api_base, api_key),
+            lambda _: direct_openai.OpenAIChunks(model),
+            partial(direct_openai.as_litellm_error, model=model),
+            silence_timeout,
+            secrets,
+        )
+    return _stream(
+        model,
+        request,
+        partial(litellm.acompletion, **request),
+        _LiteLLMChunks,
+        _as_raised,
+        silence_timeout,
+        secrets,
+    )
+
+
+def _litellm_request(
+    model: str,
+    messages: list[dict[str, Any]],
+    params: Mapping[str, Any],
+    api_base: str | None,
+    api_key: str | None,
+) -> dict[str, Any]:
     request = {
-        **(params or {}),
+        **params,
         "model": model,
         "messages": messages,
         "stream": True,
@@ -93,15 +108,40 @@ async def stream_chat(
         request["api_base"] = api_base
     if api_key:
         request["api_key"] = api_key
-    secrets = (api_key,) if api_key else ()
+    return request
 
+
+class _Chunks(Protocol):
+    """How one path's chunks become deltas and its failures LiteLLM's exceptions."""
+
+    def delta(self, chunk: Any) -> Delta | None: ...
+
+    def end(self) -> list[Delta]:
+        """The deltas after the last chunk (may raise the stream's failure)."""
+        ...
+
+    def error(self, exc: BaseException) -> BaseException | None:
+        """The failure to report for ``exc``, or None: the stream ended normally."""
+        ...
+
+
+async def _stream(
+    model: str,
+    request: Mapping[str, Any],
+    open_response: Callable[[], Awaitable[Any]],
+    chunks_of: Callable[[Any], _Chunks],
+    translate: Callable[[BaseException], BaseException],
+    silence_timeout: float,
+    secrets: tuple[str, ...],
+) -> AsyncGenerator[Delta, None]:
     call = ProviderCall(model, request)
     try:
         with call.current():
-            response = await _within(silence_timeout, litellm.acompletion(**request), secrets)
+            response = await _within(silence_timeout, open_response(), secrets, translate)
     except BaseException as exc:
         call.end(exc)
         raise
+    chunks = chunks_of(response)
     silence = _SilenceWatch(silence_timeout)
     first = True
     error: BaseException | None = None
@@ -111,25 +151,35 @@ async def stream_chat(
             try:
                 chunk = await anext(response)
             except StopAsyncIteration:
-                return
+                chunk = _END
             except (asyncio.CancelledError, Exception) as exc:
                 if silence.expired():
                     raise to_job_error(ProviderSilenceError(silence_timeout)) from exc
                 if isinstance(exc, asyncio.CancelledError):
                     raise
-                raise to_job_error(exc, secrets) from exc
+                failure = chunks.error(exc)
+                if failure is not None:
+                    raise to_job_error(failure, secrets) from failure
+                chunk = _END
             finally:
                 silence.arrived()
+            if chunk is _END:
+                try:
+                    tail = chunks.end()
+                except Exception as exc:
+                    raise to_job_error(exc, secrets) from exc
+                for delta in tail:
+                    call.last_steps(delta.finish_reason, delta.usage)
+                    yield delta
+                return
             if first:
                 call.first_chunk(chunk)
                 first = False
-            delta = _delta(chunk)
-            if delta is not None and delta.usage is not None and not _reported(response):
-                delta = _without_usage(delta)
-            if delta is not None:
-                if delta.finish_reason or delta.usage is not None:
-                    call.last_steps(delta.finish_reason, delta.usage)
-                yield delta
+            step = chunks.delta(chunk)
+            if step is not None:
+                if step.finish_reason or step.usage is not None:
+                    call.last_steps(step.finish_reason, step.usage)
+                yield step
     except BaseException as exc:
         error = exc
         raise
@@ -139,12 +189,53 @@ async def stream_chat(
         await response.aclose()
 
 
+_END = object()
+
+
+class _LiteLLMChunks:
+    """LiteLLM's chunks; its failures are already its own exceptions."""
+
+    __slots__ = ("_response",)
+
+    def __init__(self, response: Any) -> None:
+        self._response = response
+
+    def delta(self, chunk: Any) -> Delta | None:
+        delta = _delta(chunk)
+        if delta is not None and delta.usage is not None and not _reported(self._response):
+            return _without_usage(delta)
+        return delta
+
+    def end(self) -> list[Delta]:
+        return []
+
+    def error(self, exc: BaseException) -> BaseException | None:
+        return exc
+
+
+def _as_raised(exc: BaseException) -> BaseException:
+    return exc
+
+
 async def warm_calls(models: Iterable[str]) -> None:
     """Runs LiteLLM's call path once for each LiteLLM provider of ``models``, on a mock answer
-    (``mock_response``: no request leaves the process), so a worker's first generation does
-    not pay the modules LiteLLM imports on its first call (docs/WORKERS.md has the figure).
+    (``mock_response``: no request leaves the process), and the direct path's decision and the
+    SDK's request path on a canned answer (:func:`providers.direct_openai.warm_up`), so a
+    worker's first generation does not pay the modules imported on a first call
+    (docs/WORKERS.md has the figure).
     A provider LiteLLM cannot mock is skipped: warming is an optimisation, never a failure."""
     seen: set[str] = set()
+    models = list(models)
+    direct = [
+        m
+        for m in models
+        if direct_openai.serves(m, [{"role": "user", "content": "warm up"}], {}, None, "warm-up")
+    ]
+    if direct:  # the decision above ran LiteLLM's request mapping, cold once; now the SDK's path
+        try:
+            await direct_openai.warm_up()
+        except Exception as exc:
+            log.debug("no warm call for the direct path: %r", exc)
     for model in models:
         vendor = litellm_provider(model)
         if vendor in seen:
@@ -211,8 +302,14 @@ class _SilenceWatch:
         self._timer = self._loop.call_at(start + self._seconds, self._check)
 
 
-async def _within(seconds: float, awaitable: Any, secrets: tuple[str, ...]) -> Any:
-    """Awaits ``awaitable``; silence past ``seconds`` and provider errors become job errors."""
+async def _within(
+    seconds: float,
+    awaitable: Any,
+    secrets: tuple[str, ...],
+    translate: Callable[[BaseException], BaseException] = _as_raised,
+) -> Any:
+    """Awaits ``awaitable``; silence past ``seconds`` and provider errors (as ``translate``
+    makes them LiteLLM's) become job errors."""
     timer = asyncio.timeout(seconds)
     try:
         async with timer:
@@ -222,7 +319,8 @@ async def _within(seconds: float, awaitable: Any, secrets: tuple[str, ...]) -> A
     except Exception as exc:
         if timer.expired():
             raise to_job_error(ProviderSilenceError(seconds)) from exc
-        raise to_job_error(exc, secrets) from exc
+        failure = translate(exc)
+        raise to_job_error(failure, secrets) from failure
 
 
 def _delta(chunk: Any) -> Delta | None:

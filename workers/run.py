@@ -33,6 +33,7 @@ from genq_contract.routing import ProviderConfig
 from genq_contract.webhooks import deliveries_prefix
 from genq_services.capabilities import publish_capabilities
 from genq_services.prices import publish_prices
+from providers import direct_openai
 from providers.capabilities import capabilities_of
 from providers.costs import served_models, warm_up
 from providers.litellm_adapter import warm_calls
@@ -70,6 +71,7 @@ class WorkerProcess:
     @classmethod
     def build(cls, settings: WorkerSettings, redis: RedisClient) -> WorkerProcess:
         routing = settings.routing()
+        direct_openai.set_enabled(settings.direct_openai)
         metering = Metering(budgets=settings, overrun=settings.budget_overrun)
         process = cls(settings, redis, metering=metering)
         timings: dict[str, Any] = {

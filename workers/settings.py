@@ -38,6 +38,10 @@ class WorkerSettings(CommonSettings):
     renews it six times as often; an event loop blocked longer than this loses its jobs."""
     silence_timeout: float = Field(30.0, gt=0)
     """GENQ_SILENCE_TIMEOUT: a stream silent this long is aborted and retried."""
+    direct_openai: bool = True
+    """GENQ_DIRECT_OPENAI: a request to an ``openai/...`` model that LiteLLM would send
+    unchanged is sent by the ``openai`` SDK itself, for a sooner first token
+    (``providers.direct_openai``); 0 sends every request through LiteLLM."""
     drain_deadline: float = Field(600.0, ge=0)
     """GENQ_DRAIN_DEADLINE: on SIGTERM, seconds in-flight jobs get to finish before being
     handed back: long enough that a deploy does not cut (and re-bill) long generations. Keep

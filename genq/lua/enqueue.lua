@@ -203,7 +203,7 @@ end
 if single then
   local replies = {enqueue(0)}
   if rung > 0 then
-    ring_doorbell(signal)
+    ring_doorbell(signal, 1, replies[2])  -- named: the woken worker's pick activates it
   end
   return replies
 end

@@ -17,7 +17,8 @@ Usage::
 
 Replies are taken from the plan in order: first the replies planned for the request's model
 (``plan(reply, model="gpt-x")``), then the shared plan, then ``default`` (a stream of
-``default_tokens`` tokens, one every ``default_delay`` seconds). Kinds of reply:
+``default_tokens`` tokens, one every ``default_delay`` seconds, or ``tokens_by_model[model]``
+tokens for the models it names). Kinds of reply:
 
 - ``Reply.stream(tokens, delay)``: SSE ``chat.completion.chunk`` s, a final chunk with
   ``finish_reason``, a usage chunk when ``stream_options.include_usage`` is set, then ``[DONE]``.
@@ -43,6 +44,7 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,8 +189,19 @@ class RequestRecord:
 class FakeOpenAI:
     """The server; a context manager that starts it on a free loopback port."""
 
-    def __init__(self, default_tokens: int = 5, default_delay: float = 0.0) -> None:
+    def __init__(
+        self,
+        default_tokens: int = 5,
+        default_delay: float = 0.0,
+        tokens_by_model: Mapping[str, int] | None = None,
+    ) -> None:
         self.default = Reply.stream(_words(default_tokens), default_delay)
+        # Requests for these models stream their own number of tokens (``default_delay``
+        # apart) when nothing is planned for them: long streams beside short measured ones.
+        self.default_by_model = {
+            model: Reply.stream(_words(n), default_delay)
+            for model, n in (tokens_by_model or {}).items()
+        }
         self.requests: list[RequestRecord] = []
         self._plan: deque[Reply] = deque()
         self._plan_by_model: dict[str, deque[Reply]] = {}
@@ -298,7 +311,7 @@ class FakeOpenAI:
             return by_model.popleft()
         if self._plan:
             return self._plan.popleft()
-        return self.default
+        return self.default_by_model.get(model, self.default)
 
     async def _app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":

@@ -23,6 +23,17 @@ async def test_an_enqueue_rings_the_doorbell_with_its_job_id(queue: Queue) -> No
     assert rings == ["1", "1", job.id]  # newest first: a batch rings without ids
 
 
+async def test_an_enqueue_with_its_own_id_or_key_rings_with_that_id(queue: Queue) -> None:
+    # The gateway names its jobs (and a keyed enqueue takes the items' shape of the script):
+    # their lone jobs are named too, so the woken worker starts them one round trip sooner.
+    named = await queue.enqueue("named", job_id="gen_named")
+    keyed = await queue.enqueue("keyed", idempotency_key="k-1")
+    later = await queue.enqueue("later", job_id="gen_later", delay=60)
+    assert later.id == "gen_later"
+    rings = [r.decode() for r in await queue.redis.lrange(queue.keys.signal, 0, -1)]
+    assert rings == [keyed.id, named.id]  # a delayed job rings nothing
+
+
 async def test_a_hinted_pick_activates_the_named_job_and_leaves_the_others_claimed(
     queue: Queue,
 ) -> None:
@@ -81,3 +92,49 @@ async def test_an_idle_worker_starts_a_lone_job_without_a_separate_activation(
     assert lone.id not in activated
     assert sorted(seen) == sorted([(lone.id, 1)] + [(i, 1) for i in more])
     await check_invariants(queue, [lone.id, *more])
+
+
+async def test_a_pick_that_took_less_than_asked_is_not_repeated_at_once(
+    queue: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A lone job at an idle worker: the ring's pick takes it, and the worker waits on the
+    # doorbell again instead of picking once more (a pick that would find nothing, and hold
+    # the server while the job starts).
+    picks: list[str] = []
+    real_pick, real_hinted = _worker.pick, _worker.pick_hinted
+
+    async def counting_pick(*args: Any, **kwargs: Any) -> Any:
+        picks.append("pick")
+        return await real_pick(*args, **kwargs)
+
+    async def counting_hinted(*args: Any, **kwargs: Any) -> Any:
+        picks.append("hinted")
+        return await real_hinted(*args, **kwargs)
+
+    monkeypatch.setattr(_worker, "pick", counting_pick)
+    monkeypatch.setattr(_worker, "pick_hinted", counting_hinted)
+    release = asyncio.Event()
+
+    async def handler(job: ActiveJob) -> str:
+        await release.wait()
+        return "done"
+
+    async with queue.worker(handler, concurrency=4, poll=30) as worker:
+        try:
+            async with asyncio.timeout(10):
+                while not worker._blocking:
+                    await asyncio.sleep(0.005)
+            picks.clear()
+            lone = await queue.enqueue("lone")
+            async with asyncio.timeout(10):
+                while worker.running != [lone.id] or not worker._blocking:
+                    await asyncio.sleep(0.005)
+            await asyncio.sleep(0.05)  # time enough for a pick at once, were one coming
+            assert picks == ["hinted"]
+        finally:
+            release.set()  # the worker's stop waits for its handlers
+        # a pick that fills every free slot is repeated at once: the line may hold more
+        burst = [e.id for e in await queue.enqueue_many([EnqueueItem(n) for n in "abcde"])]
+        for job_id in [lone.id, *burst]:
+            assert await queue.wait(job_id, timeout=10) == "done"
+    await check_invariants(queue, [lone.id, *burst])

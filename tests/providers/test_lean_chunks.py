@@ -241,6 +241,7 @@ async def test_litellm_yields_and_logs_the_same_stream_with_the_switches_on(
         }
 
 
+@pytest.mark.usefixtures("through_litellm")
 async def test_without_listeners_the_stream_still_carries_the_providers_usage() -> None:
     """The assembled response is skipped only when nobody reads it: the usage a provider
     reported still ends the stream, with its cached tokens, inline or (long streams) in

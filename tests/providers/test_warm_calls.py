@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,15 +35,21 @@ with FakeOpenAI(default_tokens=3) as server:
 
 
 def first_call(mode: str) -> dict[str, object]:
+    return script_answer(FIRST_CALL, mode)
+
+
+def script_answer(code: str, mode: str) -> dict[str, Any]:
+    """Runs ``code`` in a fresh interpreter (given ``mode``); its last line of output, as JSON."""
     done = subprocess.run(
-        [sys.executable, "-c", FIRST_CALL, mode],
+        [sys.executable, "-c", code, mode],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
     )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
 
 
 # The bulk of a cold first call's imports (hundreds of milliseconds): the proxy's types and
