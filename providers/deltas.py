@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,3 +30,46 @@ class Delta:
     usage: dict[str, int] | None = None
     reasoning: str = ""
     tool_calls: tuple[ToolCallPiece, ...] = ()
+
+
+def tool_call_pieces(calls: Any) -> tuple[ToolCallPiece, ...]:
+    """A chunk's ``delta.tool_calls`` (LiteLLM's or the SDK's objects, or dicts) as pieces; one
+    without an index is the ``n``-th of its chunk."""
+    pieces = []
+    for n, call in enumerate(calls):
+        index = _field(call, "index")
+        function = _field(call, "function")
+        name = _field(function, "name") if function is not None else None
+        arguments = _field(function, "arguments") if function is not None else None
+        pieces.append(
+            ToolCallPiece(
+                index if isinstance(index, int) else n,
+                _field(call, "id") or None,
+                name or None,
+                arguments if isinstance(arguments, str) else "",
+            )
+        )
+    return tuple(pieces)
+
+
+def _field(value: Any, name: str) -> Any:
+    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+
+
+def usage_counts(usage: Any) -> dict[str, int] | None:
+    """The provider's token counts; ``cached_tokens``: prompt tokens read from its cache (LiteLLM
+    puts OpenAI's and Anthropic's under ``prompt_tokens_details``), 0 when it says nothing;
+    ``reasoning_tokens`` (of the completion tokens) only when it reported some."""
+    if usage is None:
+        return None
+    fields = ("prompt_tokens", "completion_tokens", "total_tokens")
+    values = {name: getattr(usage, name, None) for name in fields}
+    if all(v is None for v in values.values()):
+        return None
+    counts = {name: int(v or 0) for name, v in values.items()}
+    details = getattr(usage, "prompt_tokens_details", None)
+    counts["cached_tokens"] = int(getattr(details, "cached_tokens", None) or 0)
+    reasoning = getattr(getattr(usage, "completion_tokens_details", None), "reasoning_tokens", None)
+    if reasoning:
+        counts["reasoning_tokens"] = int(reasoning)
+    return counts

@@ -67,7 +67,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from genq import PatchGuard, pinned
 from providers._lean_streams import anyone_reads_the_response
 from providers._litellm import litellm
-from providers.deltas import Delta, ToolCallPiece
+from providers.deltas import Delta, ToolCallPiece, tool_call_pieces, usage_counts
 
 log = logging.getLogger("providers.direct_openai")
 
@@ -403,9 +403,9 @@ class OpenAIChunks:
         self._reasoning: list[str] = []
 
     def delta(self, chunk: ChatCompletionChunk) -> Delta | None:
-        usage = chunk.usage
+        usage = usage_counts(chunk.usage)
         if usage is not None:
-            self._usage = _usage(usage)
+            self._usage = usage
         if not chunk.choices:
             return self._pending_finish()
         choice = chunk.choices[0]
@@ -420,15 +420,7 @@ class OpenAIChunks:
         pieces: tuple[ToolCallPiece, ...] = ()
         if calls:
             self._tool_call = True
-            pieces = tuple(
-                ToolCallPiece(
-                    call.index,
-                    call.id or None,
-                    (call.function.name if call.function else None) or None,
-                    (call.function.arguments if call.function else None) or "",
-                )
-                for call in calls
-            )
+            pieces = tool_call_pieces(calls)
         if reasoning:
             self._reasoning.append(reasoning)
         if text or reasoning or pieces:
@@ -510,20 +502,6 @@ def _status(exc: BaseException) -> int | None:
 _NONE: dict[str, Any] = {}
 _DROPPED = (httpx.ReadError, httpx.RemoteProtocolError)
 """A connection lost after the finish reason: LiteLLM ends such a stream normally."""
-
-
-def _usage(usage: Any) -> dict[str, int]:
-    counts = {
-        "prompt_tokens": int(usage.prompt_tokens or 0),
-        "completion_tokens": int(usage.completion_tokens or 0),
-        "total_tokens": int(usage.total_tokens or 0),
-    }
-    details = usage.prompt_tokens_details
-    counts["cached_tokens"] = int(getattr(details, "cached_tokens", None) or 0)
-    reasoning = getattr(usage.completion_tokens_details, "reasoning_tokens", None)
-    if reasoning:
-        counts["reasoning_tokens"] = int(reasoning)
-    return counts
 
 
 def as_litellm_error(exc: BaseException, model: str, mid_stream: bool = False) -> BaseException:

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from genq_contract.routing import litellm_provider
 from providers import demo, direct_openai
 from providers._litellm import litellm, provider_reported_usage
-from providers.deltas import Delta, ToolCallPiece
+from providers.deltas import Delta, ToolCallPiece, tool_call_pieces, usage_counts
 from providers.errors import ProviderSilenceError, to_job_error
 from providers.telemetry import ProviderCall
 
@@ -336,9 +336,9 @@ def _delta(chunk: Any) -> Delta | None:
             # (reading the attribute would raise and catch an AttributeError per token).
             reasoning = getattr(delta, "__dict__", _NONE).get("reasoning_content") or ""
         finish = getattr(choice, "finish_reason", None) or None
-    usage = _usage(getattr(chunk, "usage", None))
+    usage = usage_counts(getattr(chunk, "usage", None))
     if calls:
-        pieces = _pieces(calls)
+        pieces = tool_call_pieces(calls)
         if pieces or reasoning or text or finish is not None or usage is not None:
             return Delta(text, finish, usage, reasoning, pieces)
         return None
@@ -350,49 +350,6 @@ def _delta(chunk: Any) -> Delta | None:
 
 
 _NONE: dict[str, Any] = {}
-
-
-def _pieces(calls: Any) -> tuple[ToolCallPiece, ...]:
-    """LiteLLM's ``delta.tool_calls`` (objects or dicts) as pieces; one without an index is
-    the ``n``-th of its chunk."""
-    pieces = []
-    for n, call in enumerate(calls):
-        index = _field(call, "index")
-        function = _field(call, "function")
-        name = _field(function, "name") if function is not None else None
-        arguments = _field(function, "arguments") if function is not None else None
-        pieces.append(
-            ToolCallPiece(
-                index if isinstance(index, int) else n,
-                _field(call, "id") or None,
-                name or None,
-                arguments if isinstance(arguments, str) else "",
-            )
-        )
-    return tuple(pieces)
-
-
-def _field(value: Any, name: str) -> Any:
-    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
-
-
-def _usage(usage: Any) -> dict[str, int] | None:
-    """The provider's token counts; ``cached_tokens``: prompt tokens read from its cache (LiteLLM
-    puts OpenAI's and Anthropic's under ``prompt_tokens_details``), 0 when it says nothing;
-    ``reasoning_tokens`` (of the completion tokens) only when it reported some."""
-    if usage is None:
-        return None
-    fields = ("prompt_tokens", "completion_tokens", "total_tokens")
-    values = {name: getattr(usage, name, None) for name in fields}
-    if all(v is None for v in values.values()):
-        return None
-    counts = {name: int(v or 0) for name, v in values.items()}
-    details = getattr(usage, "prompt_tokens_details", None)
-    counts["cached_tokens"] = int(getattr(details, "cached_tokens", None) or 0)
-    reasoning = getattr(getattr(usage, "completion_tokens_details", None), "reasoning_tokens", None)
-    if reasoning:
-        counts["reasoning_tokens"] = int(reasoning)
-    return counts
 
 
 def _reported(response: Any) -> bool:
