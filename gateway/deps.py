@@ -91,7 +91,7 @@ async def job_tenant(
 
 async def gateway_and_caller(request: Request) -> tuple[Gateway, Principal]:
     """``GatewayDep`` and ``PrincipalDep`` of ``request``, found as FastAPI would, for a
-    handler it does not solve (``gateway.routes._fast_path``)."""
+    handler it does not solve (``gateway._fast_path``)."""
     gateway = await get_gateway(request)
     return gateway, await current_principal(gateway, await _bearer(request))
 

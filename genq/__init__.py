@@ -33,7 +33,7 @@ from ._events import (
     entry_order,
     visible_text,
 )
-from ._guarded import enqueue_then, run_with_bindings
+from ._guarded import AdmittedEnqueue, ScriptCall, enqueue_admitted
 from ._job import Attempt, Job
 from ._job_index import IdPage, JobPage
 from ._keys import Keys
@@ -63,6 +63,7 @@ __all__ = [
     "TERMINAL_EVENTS",
     "TRANSIENT",
     "ActiveJob",
+    "AdmittedEnqueue",
     "Attempt",
     "Codec",
     "ConsumerInfo",
@@ -106,6 +107,7 @@ __all__ = [
     "RedisPipeline",
     "ReplicationTimeoutError",
     "RetryJobError",
+    "ScriptCall",
     "StreamEntry",
     "Tail",
     "TerminalJobError",
@@ -120,13 +122,12 @@ __all__ = [
     "connect",
     "decode_entry",
     "emit_many",
-    "enqueue_then",
+    "enqueue_admitted",
     "entry_order",
     "job_states",
     "pinned",
     "raise_if_cancelled",
     "reader_links",
     "run_streamed",
-    "run_with_bindings",
     "visible_text",
 ]

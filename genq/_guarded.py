@@ -1,20 +1,20 @@
-"""A layer's own script run with what genq keeps, in the round trips genq makes anyway.
+"""A layer's admission and the enqueue it admits, in the one round trip genq makes anyway.
 
 A layer that admits jobs (the gateway's tenant limits) must see, in the same atomic step as its
-own checks, whether an idempotency key is bound already, and must release what it holds for the
-key once the enqueue bound it. Both without naming genq's keys (only genq does):
+own checks, whether an idempotency key is bound already; the job must be enqueued only when
+those checks let it in; and what the layer holds for the key must be released once the enqueue
+bound it. All of it without naming genq's keys (only genq does): :func:`enqueue_admitted`
+writes the layer's admission script (with the key's binding in each queue added to its KEYS),
+the enqueue, which goes ahead only when that script admitted the job, and the layer's release
+script, together on one connection: one round trip, whatever the admission answered.
 
-- :func:`run_with_bindings` runs the layer's script with the key's binding in each queue added
-  to its KEYS (one round trip);
-- :func:`enqueue_then` sends the layer's script right behind an enqueue, on the same
-  connection, so both cost one round trip.
-
-Both are for one server: on a Cluster the layer's keys and the queues' are in other slots.
+For one server: on a Cluster the layer's keys and the queues' are in other slots.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio.connection import AbstractConnection
@@ -24,62 +24,95 @@ from redis.exceptions import NoScriptError, ResponseError
 from ._enqueue import Enqueued, EnqueueItem, confirm, enqueue_call, enqueued, run_enqueue
 from ._queue_base import QueueBase
 from ._redis_patches import _on_pooled_connection, _packed, pooled
+from ._scripts import Code
 from ._streamed import run_streamed
 
-
-async def run_with_bindings(
-    queues: Sequence[QueueBase],
-    idempotency_key: str,
-    script: AsyncScript,
-    keys: Sequence[str],
-    args: Sequence[Any],
-) -> Any:
-    """Runs the caller's registered ``script`` once, on the queues' client, with KEYS ``keys``
-    followed by the key that binds ``idempotency_key`` in each of ``queues``, in that order: a
-    string holding the bound job's id, absent while the key is unbound (the script reads them,
-    never writes them). Returns the script's reply."""
-    bindings = [queue.keys.idempotency(idempotency_key) for queue in queues]
-    (reply,) = await run_streamed(queues[0].redis, script, [([*keys, *bindings], list(args))])
-    return reply
+ScriptCall = tuple[AsyncScript, Sequence[str], Sequence[Any]]
+"""A layer's registered script and its KEYS and ARGV."""
 
 
-async def enqueue_then(
+@dataclass(frozen=True)
+class AdmittedEnqueue:
+    """What :func:`enqueue_admitted` sent got back."""
+
+    admission: Any
+    """The admission script's reply."""
+    enqueued: Enqueued | None
+    """The enqueue's outcome; None when the admission did not admit the job (nothing written)."""
+    release: Any = None
+    """The release script's reply (None without one)."""
+
+
+async def enqueue_admitted(
     queue: QueueBase,
     item: EnqueueItem,
-    script: AsyncScript,
-    keys: Sequence[str],
-    args: Sequence[Any],
-) -> tuple[Enqueued, Any]:
-    """:meth:`genq.Queue.enqueue` of ``item``, then the caller's registered ``script`` (which
-    must be safe to run twice, as the enqueue is) on the same connection, written together:
-    one round trip. Returns the enqueue's outcome and the script's reply; raises what
-    ``enqueue`` raises (the script then ran all the same). With durable acceptance on, or on
-    a client without genq's write path (a Cluster), they are two round trips."""
-    call = enqueue_call(queue, item)
-    job_id = str(call[1][0])
+    admission: ScriptCall,
+    admitted_in: str,
+    release: ScriptCall | None = None,
+    bound_in: Sequence[QueueBase] = (),
+) -> AdmittedEnqueue:
+    """Runs the layer's ``admission`` script, then :meth:`genq.Queue.enqueue` of ``item`` only
+    if that script admitted it, by adding the job's id (``item.job_id``, required) to the sorted
+    set ``admitted_in``, then the ``release`` script whatever happened (it must be safe to run
+    twice and when nothing was admitted, as every script here is sent again after a lost
+    connection or a NOSCRIPT).
+
+    With ``bound_in``, the admission's KEYS are followed by the binding of
+    ``item.idempotency_key`` in each of those queues, in that order: a string holding the bound
+    job's id, absent while the key is unbound (read them, never write them).
+
+    One round trip on a single node's pooled client; with durable acceptance on, or on a client
+    without genq's write path, one per script. Raises the admission's or the release's error
+    reply, and what ``enqueue`` raises (the release then ran all the same)."""
+    if item.job_id is None:
+        raise ValueError("enqueue_admitted needs the item's job_id: the admission names it")
+    script, keys, args = admission
+    if bound_in:
+        keys = [*keys, *(q.keys.idempotency(item.idempotency_key or "") for q in bound_in)]
+    call_keys, call_args = enqueue_call(queue, item)  # a named job: the items' shape
+    guarded = ([*call_keys, admitted_in], call_args)
     if queue.durable_replicas or not pooled(queue.redis):
-        try:
-            (code, bound), acknowledged = await run_enqueue(queue, call)
-        finally:
-            reply = await script(keys=keys, args=args)
-        result = enqueued(job_id, int(code), bound)
-        confirm(queue, acknowledged, [result.id])
-        return result, reply
-    calls: list[tuple[AsyncScript, Sequence[Any], Sequence[Any]]] = [
-        (queue.scripts.enqueue, *call),
-        (script, keys, args),
-    ]
+        return await _one_by_one(queue, (script, keys, args), guarded, release)
+    calls: list[ScriptCall] = [(script, keys, args), (queue.scripts.enqueue, *guarded)]
+    if release is not None:
+        calls.append(release)
     replies = await _together(queue.redis, calls)
     for reply in replies:
         if isinstance(reply, ResponseError):
             raise reply
-    code, bound = replies[0]
-    return enqueued(job_id, int(code), bound), replies[1]
+    return AdmittedEnqueue(
+        replies[0], _outcome(str(item.job_id), replies[1]), replies[2] if release else None
+    )
 
 
-async def _together(
-    redis: Any, calls: list[tuple[AsyncScript, Sequence[Any], Sequence[Any]]]
-) -> list[Any]:
+async def _one_by_one(
+    queue: QueueBase,
+    admission: ScriptCall,
+    guarded: tuple[Sequence[Any], Sequence[Any]],
+    release: ScriptCall | None,
+) -> AdmittedEnqueue:
+    script, keys, args = admission
+    (admitted,) = await run_streamed(queue.redis, script, [(keys, args)])
+    released = None
+    try:
+        reply, acknowledged = await run_enqueue(queue, guarded)
+    finally:
+        if release is not None:
+            released = await release[0](keys=release[1], args=release[2])
+    outcome = _outcome(str(guarded[1][0]), reply)
+    if outcome is not None:
+        confirm(queue, acknowledged, [outcome.id])
+    return AdmittedEnqueue(admitted, outcome, released)
+
+
+def _outcome(job_id: str, reply: Any) -> Enqueued | None:
+    code, bound = reply
+    if int(code) == Code.NOT_ADMITTED:
+        return None
+    return enqueued(job_id, int(code), bound)
+
+
+async def _together(redis: Any, calls: list[ScriptCall]) -> list[Any]:
     """Each call written in one write on one pooled connection; the replies (an error reply
     as its exception). A NOSCRIPT loads that script and sends every call again."""
 

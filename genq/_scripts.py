@@ -53,6 +53,7 @@ class Code(IntEnum):
     LEASE_LOST = 4
     CANCEL_REQUESTED = 5
     STALE_READ = 6
+    NOT_ADMITTED = 7
 
 
 DEFINITION = re.compile(r"^local (?:function )?([A-Za-z_]\w*)", re.MULTILINE)

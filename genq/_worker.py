@@ -285,7 +285,12 @@ class Worker:
         job = ActiveJob(self.queue, fields, token, self.lease, lambda: self._on_cancel(slot))
         slot = _Slot(job=job)
         self._slots[token] = slot
-        slot.task = asyncio.create_task(self._execute(slot), name=f"genq-job-{job.id}")
+        # The handler's task is made here, first, so the handler starts in the loop's next turn
+        # (a task making it would start it a turn later, on every job's first-token path).
+        handler_task = slot.handler_task = asyncio.create_task(self._call_handler(job))
+        slot.task = asyncio.create_task(
+            self._execute(slot, handler_task), name=f"genq-job-{job.id}"
+        )
 
     def _on_cancel(self, slot: _Slot) -> None:
         if not slot.cancel_seen:
@@ -297,13 +302,13 @@ class Worker:
         if slot.handler_task is not None and not slot.handler_task.done():
             slot.handler_task.cancel()
 
-    async def _execute(self, slot: _Slot) -> None:
+    async def _execute(self, slot: _Slot, handler_task: asyncio.Task[Any]) -> None:
+        """Keeps the lease of the slot's running handler, then settles its outcome."""
         job = slot.job
         keep_alive = asyncio.create_task(self._keep_alive(slot))
         try:
-            slot.handler_task = asyncio.create_task(self._call_handler(job))
-            await asyncio.wait([slot.handler_task])
-            outcome = await self._outcome(slot, slot.handler_task)
+            await asyncio.wait([handler_task])
+            outcome = await self._outcome(slot, handler_task)
             slot.finished = True
             keep_alive.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -5,9 +5,15 @@ jobs cost 64 round trips per token time. :class:`EmitBatcher` (one per queue, sh
 queue's running jobs) buffers each job's text and, when the oldest buffered text of *any* job is
 ``window`` old (10 ms by default) or a job has ``max_chars`` waiting, sends every job's
 buffered text in one round trip (``genq.emit_many``): one chunk per job, one pipeline for all.
-The first delta or event an emitter is given (an attempt's first token) is sent at once, with
-whatever else is buffered: the window saves round trips on a stream that is flowing, and would
-only add to the time to first token, which a reader waits through with nothing on screen.
+The first delta or event an emitter is given (an attempt's first token) is sent at once: the
+window saves round trips on a stream that is flowing, and would only add to the time to first
+token, which a reader waits through with nothing on screen. When no batch is in flight and
+nothing else is buffered (an idle worker, the common case), the writer's own task sends it,
+alone, and ``write`` returns once it is in the job's stream: a flusher woken instead would
+run only once the writer next waits. Otherwise the flusher is woken and sends it at once with
+everything else buffered. A writer never carries other jobs' text: its task can be cancelled
+in mid round trip (Stop, a lost lease), and only its own attempt, over anyway, may lose what
+that round trip carried.
 
 Every event type goes through it: ``write(text, kind, index)`` deltas of one kind (``chunk`` by
 default; ``reasoning``; ``tool_args`` with its call's ``index``) merge with the adjacent ones of
@@ -16,10 +22,12 @@ the same kind and index, ``write_event(kind, data)`` appends a whole event (``to
 
 Guarantees:
 - Order and content: every written character and event of a job is emitted once, in order
-  (one flusher per queue, one batch in flight at a time). After a failed emit nothing more of that
-  job goes out, so its stream has no gap.
+  (one flusher per queue, one batch in flight at a time, a writer's first delta included).
+  After a failed or interrupted emit nothing more of that job goes out, so its stream has no
+  gap.
 - Bounded added latency: an attempt's first delta waits for no window, only for a batch
-  already in flight; later text waits at most ``window`` before its batch is sent, plus the
+  already in flight (its ``write`` waits for its own round trip when it sends it itself);
+  later text waits at most ``window`` before its batch is sent, plus the
   round trip of a batch already in flight (a local round trip is well under 1 ms). If the
   event loop itself is late (CPU saturated, a garbage collection), that lag adds to it.
 - emit keeps its meaning: each job's chunk in a batch renews its lease and reports its cancel
@@ -154,6 +162,10 @@ class _Buffer:
         self.size = 0
 
 
+_Batched = tuple[_Buffer, list[tuple[str, Any]]]
+"""A buffer in a round trip, with the (type, data) events taken from it."""
+
+
 class BatchedEmitter:
     """A job's handle on an :class:`EmitBatcher`."""
 
@@ -172,7 +184,10 @@ class BatchedEmitter:
         buf.idle.clear()
         buf.parts.append(text)
         buf.size += len(text)
-        self._buffered()
+        if buf.started:
+            self._batcher._buffered(buf)
+        else:
+            await self._first()
         if buf.size >= 8 * self._batcher.max_chars:
             await self._catch_up()
 
@@ -184,16 +199,17 @@ class BatchedEmitter:
         buf.idle.clear()
         buf.before.append((kind, data))
         buf.size += 1
-        self._buffered()
+        if buf.started:
+            self._batcher._buffered(buf)
+        else:
+            await self._first()
         if buf.size >= 8 * self._batcher.max_chars:
             await self._catch_up()
 
-    def _buffered(self) -> None:
-        buf = self._buffer
-        self._batcher._buffered(buf)
-        if not buf.started:  # the first token goes out now; the window is for the rest
-            buf.started = True
-            self._batcher._hurry()
+    async def _first(self) -> None:
+        """The first token goes out now; the window is for the rest."""
+        self._buffer.started = True
+        await self._batcher._send_first(self._buffer)
 
     async def _catch_up(self) -> None:
         """Backpressure: waits until Redis took this job's buffered events."""
@@ -242,6 +258,9 @@ class EmitBatcher:
         self._pending = asyncio.Event()
         self._urgent = asyncio.Event()
         self._flusher: asyncio.Task[None] | None = None
+        self._in_flight = False  # a batch is on its way: the flusher's or a writer's first
+        self._landed = asyncio.Event()  # set while no batch is in flight
+        self._landed.set()
 
     def open(self, job: Any) -> BatchedEmitter:
         buffer = _Buffer(job)
@@ -268,6 +287,16 @@ class EmitBatcher:
         self._urgent.set()
         self._pending.set()
 
+    async def _send_first(self, buf: _Buffer) -> None:
+        """Sends an emitter's first delta or event: from the writer's task when Redis is idle
+        and nothing else waits, else by the flusher, woken now."""
+        if self._in_flight or self._first_at is not None:
+            self._buffered(buf)
+            self._hurry()
+            return
+        self.stats.writes += 1
+        await self._send([(buf, buf.take())])
+
     async def _run(self) -> None:
         while True:
             await self._pending.wait()
@@ -277,24 +306,40 @@ class EmitBatcher:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(wait):
                         await self._urgent.wait()
+            while self._in_flight:  # a writer's first delta: one batch in flight at a time
+                await self._landed.wait()
             await self._flush()
 
     async def _flush(self) -> None:
         batch = [(buf, buf.take()) for buf in self._buffers if buf.parts or buf.before]
+        self._first_at = None
+        self._pending.clear()
+        self._urgent.clear()
+        if batch:
+            await self._send(batch)
+
+    async def _send(self, batch: list[_Batched]) -> None:
+        """One round trip for ``batch`` (each buffer with the events taken from it)."""
         items: list[tuple[Any, Any] | tuple[Any, Any, str]] = []
         for buf, events in batch:
             buf.in_flight = True
             for kind, data in events:
                 items.append((buf.job, data) if kind == CHUNK else (buf.job, data, kind))
-        self._first_at = None
-        self._pending.clear()
-        self._urgent.clear()
-        if not batch:
-            return
+        self._in_flight = True
+        self._landed.clear()
         try:
             errors = await self._emit(items)
         except Exception as exc:  # the whole round trip failed: every job in it sees why
             errors = [exc] * len(items)
+        except BaseException:  # cancelled in flight: whether it landed is unknown
+            self._landed_as(batch, [RuntimeError("an emit was cancelled in flight")] * len(items))
+            raise
+        self._landed_as(batch, errors)
+
+    def _landed_as(self, batch: list[_Batched], errors: Sequence[BaseException | None]) -> None:
+        """Ends a round trip: marks each of its jobs with its error, or counts its events."""
+        self._in_flight = False
+        self._landed.set()
         self.stats.round_trips += 1
         position = 0
         for buf, events in batch:

@@ -11,7 +11,8 @@ worker's ack is checked against), plus ``reasoning`` and ``tool_calls`` when the
 any. Each chunk event's data is a piece of text; reasoning and tool calls stream as their own
 events (:mod:`workers.delta_writer`). The events of the attempt that completed fold
 (:class:`genq_contract.transcript.Transcript`) to the result exactly. Every attempt meters
-its usage and cost, and holds a budget, through :mod:`workers.metering`. A failure that
+its usage and cost, and holds a budget, through :mod:`workers.metering` (the hold runs beside
+the provider call, and must be granted before the first delta is passed on). A failure that
 retrying the model will not fix soon continues on a fallback model (:mod:`workers.fallback`).
 
 A generation runs as the tenant and API key that asked (``tenant``, ``key_id``). Each attempt
@@ -166,7 +167,6 @@ class GenerationHandler:
 
         finish_reason: str | None = None
         async with self.metering.attempt(job, request) as meter:
-            await meter.hold()
             emitter = self._emitter(job)
             writer = DeltaWriter(emitter)
             stream = stream_chat(
@@ -181,9 +181,12 @@ class GenerationHandler:
                 # aclosing: a cancel that lands while we await Redis still closes the upstream.
                 async with contextlib.aclosing(stream):
                     meter.sending()
+                    meter.start_hold()  # its Redis reads beside the request, not before it
                     clock = asyncio.get_running_loop().time
                     turn_ends = clock() + TURN
                     async for delta in stream:
+                        if meter.holding:  # the first delta: nothing passes a refused hold
+                            await meter.held(answered=True)
                         meter.observe(delta)
                         if delta.reasoning or delta.tool_calls or delta.finish_reason:
                             await writer.write(delta)
@@ -194,10 +197,12 @@ class GenerationHandler:
                         if clock() > turn_ends:
                             await asyncio.sleep(0)
                             turn_ends = clock() + TURN
+                    await meter.held()  # a stream that ended without a delta
                 await writer.finish()
                 await emitter.aclose()
             except Exception as exc:
                 await self._after_failure(emitter, exc)
+                await meter.held()  # a refused hold fails the attempt, whatever the provider did
                 raise
             finally:
                 emitter.abort()

@@ -4,13 +4,15 @@ Every attempt that reaches the provider call meters its usage exactly once, what
 outcome (:meth:`genq.ActiveJob.meter`; the settle of the attempt delivers it)::
 
     async with metering.attempt(job, request) as meter:
-        await meter.hold()          # a tenant with a budget: its most this attempt can cost
-        ...                         # the provider call
         meter.sending()
-        async for delta in stream:
+        meter.start_hold()          # a tenant with a budget: its most this attempt can cost
+        async for delta in stream:  # the provider call, beside the hold
+            if meter.holding:
+                await meter.held(answered=True)  # a refused hold: TerminalJobError
             meter.observe(delta)
             ...                     # pass the delta on
             meter.check_spend()     # past the hold plus the margin: BudgetOverrun
+        await meter.held()          # a stream without a delta
 
 - The usage is the provider's report when it sent one (with cached prompt tokens where
   LiteLLM reports them), else LiteLLM's token count of the prompt and of the text streamed,
@@ -19,10 +21,14 @@ outcome (:meth:`genq.ActiveJob.meter`; the settle of the attempt delivers it)::
 - The prompt counts once the request went out, unless the provider refused it: an error
   before any output (a 429, a 5xx, a 400, a refused connection) is not billed by providers.
 - The cost is the usage at the model's price (:mod:`providers.costs`).
-- Budgets (:mod:`genq_services.budget`): for a tenant with one, :meth:`AttemptMeter.hold`
-  reserves the attempt's maximum cost before the provider call (adopting the reservation the
-  gateway made at enqueue); a refused hold fails the job terminally without a provider call.
-  After the attempt, completed or not, its cost is charged in place of the reservation.
+- Budgets (:mod:`genq_services.budget`): for a tenant with one, :meth:`AttemptMeter.start_hold`
+  reserves the attempt's maximum cost (adopting the reservation the gateway made at enqueue)
+  while the provider call goes out: the Redis reads of the hold are off the first token's
+  path. :meth:`AttemptMeter.held` must pass before the first delta is passed on, so a refused
+  hold fails the job terminally with nothing of the stream passed on, the provider request
+  already sent (and closed with the stream). After the attempt, completed or not, its cost is
+  charged in place of the reservation; a hold still under way when the attempt ends (a cancel,
+  a provider error) is waited for first, shielded, so what it reserved is charged too.
 - Overrun: the hold assumes the provider stops at ``max_tokens``. One that goes on would spend
   past it, so while a held attempt streams, :meth:`AttemptMeter.check_spend` (after each
   delta) raises :class:`BudgetOverrun` once its spend so far passes the hold plus a margin
@@ -36,6 +42,7 @@ outcome (:meth:`genq.ActiveJob.meter`; the settle of the attempt delivers it)::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import types
@@ -109,6 +116,8 @@ class AttemptMeter:
     """The streamed bytes at which :meth:`check_spend` counts again."""
     _prompt_tokens: int | None = field(default=None, repr=False)
     _finished: bool = field(default=False, repr=False)
+    _holding: asyncio.Task[None] | None = field(default=None, repr=False)
+    """The hold under way, until :meth:`held` (or leaving the block) saw its outcome."""
 
     @property
     def text(self) -> str:
@@ -121,12 +130,39 @@ class AttemptMeter:
         the reasoning and the tool calls' arguments."""
         return self.text + "".join(self._beside_text)
 
-    async def hold(self) -> None:
-        """Holds the attempt's most it can cost when the job's tenant has a budget; a refused
-        hold is a :class:`genq.TerminalJobError` (a budget does not grow by retrying soon)."""
-        tenant = self.job.tenant
-        if self.budgets is None or not tenant:
+    @property
+    def holding(self) -> bool:
+        """A hold was started and :meth:`held` has not given its outcome yet."""
+        return self._holding is not None
+
+    def start_hold(self) -> None:
+        """Starts holding the attempt's most it can cost when the job's tenant has a budget, in
+        a task of its own, so the provider call goes out meanwhile; :meth:`held` gives the
+        outcome."""
+        if self.budgets is None or not self.job.tenant:
             return
+        self._holding = asyncio.create_task(self._hold(), name=f"genq-hold-{self.job.id}")
+
+    async def held(self, answered: bool = False) -> None:
+        """Waits for the hold :meth:`start_hold` started (at once when none is under way); a
+        refused hold is a :class:`genq.TerminalJobError` (a budget does not grow by retrying
+        soon), raised once. ``answered``: the provider's answer has begun, so a refused
+        attempt costs its prompt (providers bill an answer they began)."""
+        task = self._holding
+        if task is None:
+            return
+        self.answered = self.answered or answered
+        try:
+            # Shielded: a cancel of the attempt leaves the hold running, for leaving the block
+            # to wait for and charge (a reservation made must not stay uncharged).
+            await asyncio.shield(task)
+        finally:
+            if task.done():
+                self._holding = None
+
+    async def _hold(self) -> None:
+        assert self.budgets is not None
+        tenant = self.job.tenant
         redis = self.job.queue.redis
         limits = await budget.limits_for(redis, self.budgets, tenant)
         if limits is None:
@@ -228,11 +264,21 @@ class AttemptMeter:
     ) -> None:
         # Synchronous up to here: a cancelled attempt is metered before its task ends.
         usage = self.meter(refused=isinstance(exc, Exception))
-        if self._held:
-            self._held = False
+        if self._holding is not None or self._held:
             # Shielded: a second cancel must not lose the charge (the reservation would stay
             # until the gateway's sweep releases it, uncharged).
-            await asyncio.shield(self._charge(usage.cost_nanos))
+            await asyncio.shield(self._settle_hold(usage.cost_nanos))
+
+    async def _settle_hold(self, cost_nanos: int) -> None:
+        """Waits for a hold still under way (the attempt ended before :meth:`held` saw it),
+        then charges ``cost_nanos`` in place of what was held."""
+        if self._holding is not None:
+            task, self._holding = self._holding, None
+            with contextlib.suppress(Exception):  # refused or failed: nothing to charge
+                await task
+        if self._held:
+            self._held = False
+            await self._charge(cost_nanos)
 
     async def _charge(self, cost_nanos: int) -> None:
         assert self.budgets is not None

@@ -1,11 +1,13 @@
-"""A generation admitted in one round trip and enqueued in one more, on a single Redis server.
+"""A generation admitted and enqueued in one round trip, on a single Redis server.
 
 ``gateway/lua/admit.lua`` does in one step what :mod:`gateway.admission.limits` and
 :mod:`gateway.admission.budgets` do one round trip each: the replay lookup (the key's binding in
-every provider queue, which genq adds to the script's keys: ``genq.run_with_bindings``), the
-key's acceptance claim, the tenant's rate, daily quota, in-flight cap and budget reservation.
-It takes all of them or none, so a refusal has nothing to give back. The enqueue then goes out
-with the claim's release behind it on one connection (``genq.enqueue_then``).
+every provider queue, which genq adds to the script's keys), the key's acceptance claim, the
+tenant's rate, daily quota, in-flight cap and budget reservation. It takes all of them or none,
+so a refusal has nothing to give back. The enqueue and the claim's release are written right
+behind it on the same connection (``genq.enqueue_admitted``): the enqueue goes ahead only when
+the script admitted the job, which it shows by the job's place in the tenant's in-flight set.
+A refusal, a replay or a busy key costs the same one round trip, with nothing enqueued.
 
 The price a reservation is computed at is the one workers published: this process keeps the
 last one it saw per model and the script compares it with the published one, answering the new
@@ -28,7 +30,7 @@ from typing import Any
 from redis.asyncio.cluster import RedisCluster
 
 import genq
-from genq import Enqueued, EnqueueItem, Queue, as_text
+from genq import Enqueued, EnqueueItem, Queue, ScriptCall, as_text
 from genq_contract.budget_limits import BudgetExceeded, LimitKind, configured_limits
 from genq_contract.payload import GenerationPayload
 from genq_contract.spend import Price, max_cost_nanos, prices_key
@@ -63,9 +65,10 @@ class Claim:
 
 @dataclass(frozen=True)
 class Admitted:
-    """What admitting took: the daily count charged (its key) and whether a budget
-    reservation was made."""
+    """An admitted generation's enqueue, and what admitting it took: the daily count charged
+    (its key) and whether a budget reservation was made."""
 
+    enqueued: Enqueued
     daily_key: str | None
     reserved: bool
 
@@ -97,20 +100,27 @@ class Admission:
         new job's id)."""
         return Claim(scoped_key, self.settings.keys.idempotency_claim(scoped_key), token)
 
-    async def admit(
+    async def admit_and_enqueue(
         self,
         payload: GenerationPayload,
-        job_id: str,
+        item: EnqueueItem,
+        queue: Queue,
         queues: Sequence[tuple[str, Queue]],
         claim: Claim | None,
         note: str = "",
     ) -> Admitted | Bound:
-        """Admits the generation ``job_id`` of ``payload`` for its tenant, holding ``claim``
-        (a keyed request) and adding the webhook ``note`` (a ``PendingGeneration`` member:
-        ``genq_services.webhook_endpoints.note_pending``) on success; or finds the key bound
-        in one of ``queues``. Raises the refusal (429, 402, 503; 409 when another request
-        holds the claim past ``CLAIM_WAIT``)."""
+        """Admits the generation ``item`` (its ``job_id`` set) of ``payload`` for its tenant,
+        holding ``claim`` (a keyed request) and adding the webhook ``note`` (a
+        ``PendingGeneration`` member: ``genq_services.webhook_endpoints.note_pending``), and
+        enqueues it into ``queue``, releasing the claim; or finds the key bound in one of
+        ``queues``. Raises the refusal (429, 402, 503; 409 when another request holds the claim
+        past ``CLAIM_WAIT``), and what the enqueue raises."""
         tenant = payload.tenant or ""
+        job_id = str(item.job_id)
+        release: ScriptCall | None = None
+        if claim is not None:
+            release = (self.limiter.release_claim_script, [claim.key], [claim.token])
+        bound_in = [queue for _, queue in queues] if claim is not None else []
         deadline = time.monotonic() + CLAIM_WAIT
         pause, longest = CLAIM_POLL
         pruned = False
@@ -118,19 +128,20 @@ class Admission:
             now = time.time()
             keys, args, daily_key = self._call(payload, job_id, claim, now)
             args.append(note)
-            if claim is None:
-                (reply,) = await genq.run_streamed(self.redis, self._script, [(keys, args)])
-            else:
-                in_queues = [queue for _, queue in queues]
-                reply = await genq.run_with_bindings(
-                    in_queues, claim.scoped_key, self._script, keys, args
-                )
+            admitted_in = keys[3]  # the in-flight set: the script adds the job to it on "ok"
+            sent = await genq.enqueue_admitted(
+                queue, item, (self._script, keys, args), admitted_in, release, bound_in
+            )
+            reply = sent.admission
             kind = as_text(reply[0])
             if kind == "ok":
-                return Admitted(daily_key if int(reply[2]) else None, bool(int(reply[1])))
+                if sent.enqueued is None:
+                    raise RuntimeError(f"{job_id}: admitted, but the enqueue did not see it")
+                daily = daily_key if int(reply[2]) else None
+                return Admitted(sent.enqueued, daily, bool(int(reply[1])))
             if kind == "replay":
-                provider, queue = queues[int(reply[1]) - 1]
-                return Bound(provider, queue, as_text(reply[2]))
+                provider, bound_queue = queues[int(reply[1]) - 1]
+                return Bound(provider, bound_queue, as_text(reply[2]))
             if kind == "busy":
                 if time.monotonic() > deadline:
                     raise Conflict(
@@ -224,21 +235,18 @@ class Admission:
             return limiter.daily_refusal(tenant, now)
         return limiter.in_flight_refusal(tenant)
 
-    async def enqueue(self, queue: Queue, item: EnqueueItem, claim: Claim | None) -> Enqueued:
-        """Enqueues ``item``; with ``claim``, releases it in the same round trip."""
-        if claim is None:
-            return await queue.enqueue(
-                item.payload,
-                idempotency_key=item.idempotency_key,
-                priority=item.priority,
-                delay=item.delay,
-                job_id=item.job_id,
-                max_attempts=item.max_attempts,
-                tenant=item.tenant,
-            )
-        release = self.limiter.release_claim_script
-        enqueued, _ = await genq.enqueue_then(queue, item, release, [claim.key], [claim.token])
-        return enqueued
+    @staticmethod
+    async def enqueue(queue: Queue, item: EnqueueItem) -> Enqueued:
+        """Enqueues ``item`` admitted step by step (a Cluster's path)."""
+        return await queue.enqueue(
+            item.payload,
+            idempotency_key=item.idempotency_key,
+            priority=item.priority,
+            delay=item.delay,
+            job_id=item.job_id,
+            max_attempts=item.max_attempts,
+            tenant=item.tenant,
+        )
 
     async def release(self, claim: Claim) -> None:
         await self.limiter.release_claim_script(keys=[claim.key], args=[claim.token])

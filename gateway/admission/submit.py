@@ -13,8 +13,8 @@ fails.
 A tenant with a budget has the generation's maximum cost reserved last, just before the enqueue
 (402 past the budget: ``gateway.admission.budgets``), and given back with the rest when the enqueue
 fails or turns out to be a replay.
-On a single Redis server all of that before the enqueue is one round trip and the enqueue one
-more (:mod:`gateway.admission.admit`); on a Cluster each step is its own.
+On a single Redis server all of that and the enqueue are one round trip
+(:mod:`gateway.admission.admit`); on a Cluster each step is its own.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from genq_services.webhook_endpoints import PendingGeneration
 
 from ..access.auth import Principal
 from ..access.owned_jobs import tenant_of
-from ..errors import BadRequest, PaymentRequired, RateLimited, Unprocessable
+from ..errors import BadRequest, GatewayError, PaymentRequired, RateLimited, Unprocessable
 from ..records import events_url
 from ..state import Gateway
 from ..telemetry import enqueue_span
@@ -110,9 +110,9 @@ async def _submit_at_once(
     idempotency_key: str | None,
     notify: WebhookNote | None,
 ) -> Submitted:
-    """:func:`submit` on a single server: the replay lookup, the key's claim, every limit and
-    the budget in one round trip (:mod:`gateway.admission.admit`), the enqueue and the claim's
-    release in one more."""
+    """:func:`submit` on a single server: the replay lookup, the key's claim, every limit, the
+    budget, the enqueue and the claim's release in one round trip
+    (:mod:`gateway.admission.admit`)."""
     route = await check_route(gateway, body)
     scoped_key = scoped(principal, idempotency_key) if idempotency_key else None
     pending = draft_job(gateway, principal, body, route, scoped_key)
@@ -126,26 +126,32 @@ async def _submit_at_once(
         )
         note = end.member()
     queues = list(gateway.queues)
-    admitted = await admission.admit(pending.payload, pending.job_id, queues, claim, note)
+    try:
+        with enqueue_span(
+            pending.queue.prefix, [(pending.job_id, pending.item.payload)], pending.tenant
+        ):
+            admitted = await admission.admit_and_enqueue(
+                pending.payload, pending.item, pending.queue, queues, claim, note
+            )
+    except GatewayError:
+        raise  # a refusal: nothing was taken, nothing enqueued
+    except BaseException as exc:
+        # Not confirmed by the replicas, the job was still written: it keeps what it took.
+        # Otherwise whether the write admitted it is not known: its in-flight place and any
+        # reservation are given back by the job's id (nothing, where none was taken).
+        if not isinstance(exc, ReplicationTimeoutError):
+            pending.reserved = True
+            await asyncio.shield(undo(gateway, pending))
+        if claim is not None:
+            await asyncio.shield(admission.release(claim))
+        raise
     if isinstance(admitted, Bound):
         job = await admitted.queue.get(admitted.job_id)
         if job is None:
             raise Unprocessable("the generation bound to this Idempotency-Key just expired; retry")
         return replay(job, principal, body.fingerprint(), gateway, admitted.provider)
     pending.charged, pending.reserved = admitted.daily_key, admitted.reserved
-    try:
-        with enqueue_span(
-            pending.queue.prefix, [(pending.job_id, pending.item.payload)], pending.tenant
-        ):
-            enqueued = await admission.enqueue(pending.queue, pending.item, claim)
-    except BaseException as exc:
-        # Not confirmed by the replicas, the job was still written: it keeps what it took.
-        if not isinstance(exc, ReplicationTimeoutError):
-            await asyncio.shield(undo(gateway, pending))
-        if claim is not None:
-            await asyncio.shield(admission.release(claim))
-        raise
-    return await finish(gateway, principal, pending, enqueued)
+    return await finish(gateway, principal, pending, admitted.enqueued)
 
 
 async def _submit(
@@ -163,7 +169,7 @@ async def _submit(
         await note_end(gateway, notify, prepared.tenant, prepared.queue.prefix, prepared.job_id)
     try:
         with enqueue_span(prepared.queue.prefix, [(prepared.job_id, item.payload)], item.tenant):
-            enqueued = await gateway.admission.enqueue(prepared.queue, item, None)
+            enqueued = await gateway.admission.enqueue(prepared.queue, item)
     except BaseException as exc:
         # Not confirmed by the replicas, the job was still written: it keeps what it took
         # (the sweeps give it back if a failover loses it).

@@ -12,12 +12,16 @@ from ``Last-Event-ID``); without one, a client that disconnects cancels the gene
 A stream holds a stream hold and a wait a wait hold of the tenant, taken before the
 generation is enqueued (:mod:`gateway.streaming.sse`); a stream the gateway ends before the
 generation did (``GENQ_SSE_MAX_DURATION``) ends with an error chunk (``code: "stream_cut"``).
+
+The route's ordinary requests skip FastAPI's request handling (:mod:`gateway._fast_path`): a
+chat stream's first token need not wait for it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import AsyncGenerator
 from typing import Annotated, Any
 
@@ -26,8 +30,11 @@ from fastapi.responses import JSONResponse
 
 from genq import Job, JobStatus
 
+from .._fast_path import fast_path_route, json_body
+from ..access.auth import Principal
 from ..access.owned_jobs import OwnedJob
-from ..deps import GatewayDep, PrincipalDep
+from ..admission.schemas import IDEMPOTENCY_KEY_PATTERN
+from ..deps import GatewayDep, PrincipalDep, gateway_and_caller
 from ..state import Gateway
 from ..streaming.cursors import parse_cursor
 from ..streaming.frames import DONE
@@ -44,6 +51,9 @@ from .schemas import ChatCompletionCreate
 router = APIRouter(prefix="/v1/chat", tags=["openai"], route_class=OpenAIRoute)
 
 RESTARTED = {"event": "restarted"}
+LAST_EVENT_ID_LENGTH = 60
+LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", max_length=LAST_EVENT_ID_LENGTH)]
+IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 
 def frame(body: dict[str, Any], entry_id: str | None = None) -> bytes:
@@ -138,16 +148,47 @@ async def chunk_stream(
         raise StreamCut
 
 
-@router.post("/completions")
 async def create_chat_completion(
     body: ChatCompletionCreate,
     request: Request,
     gateway: GatewayDep,
     principal: PrincipalDep,
     idempotency_key: IdempotencyKey = None,
-    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=60)] = None,
+    last_event_id: LastEventId = None,
 ) -> Response:
     """A chat completion; see the module's docstring for re-attaching and cancelling."""
+    return await complete(request, gateway, principal, body, idempotency_key, last_event_id)
+
+
+async def create_chat_completion_directly(request: Request) -> Response | None:
+    """:func:`create_chat_completion` for a request FastAPI would take as it is: a JSON body
+    that is a valid ``ChatCompletionCreate``, a well-formed Idempotency-Key and Last-Event-ID
+    or none. Any other is declined (``None``) before anything happened, for FastAPI to answer
+    (in OpenAI's shape, as the fast path's own errors are)."""
+    headers = request.headers
+    idempotency_key = headers.get("idempotency-key")
+    if idempotency_key is not None and IDEMPOTENCY_KEY.fullmatch(idempotency_key) is None:
+        return None
+    last_event_id = headers.get("last-event-id")
+    if last_event_id is not None and len(last_event_id) > LAST_EVENT_ID_LENGTH:
+        return None
+    body = await json_body(request, ChatCompletionCreate)
+    if body is None:
+        return None
+    gateway, principal = await gateway_and_caller(request)
+    return await complete(request, gateway, principal, body, idempotency_key, last_event_id)
+
+
+async def complete(
+    request: Request,
+    gateway: Gateway,
+    principal: Principal,
+    body: ChatCompletionCreate,
+    idempotency_key: str | None,
+    last_event_id: str | None,
+) -> Response:
+    """What both ways into the route do once they hold its parameters: the stream, or the
+    wait for the result."""
     generation = body.generation(gateway.settings.max_image_bytes)
     bound = idempotency_key is not None
     if body.stream:
@@ -165,3 +206,11 @@ async def create_chat_completion(
     if job.status is not JobStatus.COMPLETED:
         raise failure(job)
     return JSONResponse(chat_completion(job))
+
+
+router.add_api_route(
+    "/completions",
+    create_chat_completion,
+    methods=["POST"],
+    route_class_override=fast_path_route(create_chat_completion_directly, around=OpenAIRoute),
+)

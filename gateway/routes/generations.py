@@ -9,10 +9,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field, ValidationError
-from starlette.requests import ClientDisconnect
 
 from genq import TERMINAL, JobStatus
 
+from .._fast_path import JSON, fast_path_route, json_body
 from ..access.owned_jobs import load_owned_job, tenant_of
 from ..admission.cancel import cancel
 from ..admission.schemas import (
@@ -34,7 +34,6 @@ from ..errors import ERRORS, BadRequest
 from ..records import Generation, GenerationList, newest_first, position, to_generation
 from ..streaming.disconnect import unless_disconnected
 from ..streaming.terminal import wait_for_end
-from ._fast_path import fast_path_route
 
 router = APIRouter(prefix="/v1/generations", tags=["generations"], responses=ERRORS)
 ReplayKey = Annotated[
@@ -43,7 +42,6 @@ ReplayKey = Annotated[
 ]
 NATIVE_END = WebhookNote("generation")
 """A native generation's end is a webhook event for its tenant's endpoints."""
-JSON = "application/json"
 IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 
@@ -73,20 +71,11 @@ async def create_generation_directly(request: Request) -> Response | None:
     """:func:`create_generation` for a request FastAPI would take as it is: a JSON body that
     is a valid ``GenerationRequest``, a well-formed Idempotency-Key or none. Any other is
     declined (``None``) before anything happened, for FastAPI to answer."""
-    headers = request.headers
-    content_type = headers.get("content-type")
-    if content_type is None or content_type.partition(";")[0].strip().lower() != JSON:
-        return None
-    idempotency_key = headers.get("idempotency-key")
+    idempotency_key = request.headers.get("idempotency-key")
     if idempotency_key is not None and IDEMPOTENCY_KEY.fullmatch(idempotency_key) is None:
         return None
-    try:
-        raw = await request.body()
-    except ClientDisconnect:  # FastAPI's answer to it (reading again sees it again)
-        return None
-    try:
-        body = GenerationRequest.model_validate_json(raw)
-    except ValidationError:
+    body = await json_body(request, GenerationRequest)
+    if body is None:
         return None
     gateway, principal = await gateway_and_caller(request)
     submitted = await submit(gateway, principal, body, idempotency_key, NATIVE_END)

@@ -42,9 +42,12 @@ ARGV, nine per item: ARGV[9i + 1] job id, ARGV[9i + 2] nonce, ARGV[9i + 3] encod
 ARGV[9i + 4] priority, ARGV[9i + 5] delay (ms, '0' for none), ARGV[9i + 6] max attempts,
 ARGV[9i + 7] idempotency key ('' for none), ARGV[9i + 8] idempotency ttl (ms),
 ARGV[9i + 9] tenant ('' for the default one)
+KEYS[13] optional, with one item: a sorted set that a layer's admission script, sent before
+this call in the same write (genq.enqueue_admitted), adds the job's id to when it admits it;
+the item is enqueued only if its id is there.
 
 Returns {code, id} per item, one flat list: 0 created, 1 deduplicated (id is the bound job's),
-2 id is live.
+2 id is live, 7 not admitted (KEYS[13] does not hold the id; nothing was written).
 Events: none.
 ]]
 
@@ -118,6 +121,9 @@ local intake, scheduled, rank_hash, dead, signal, seq, index, tindex, expiry =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local STATIC, NARGS = 9, 9
 local single = #ARGV == NARGS
+if single and KEYS[STATIC + 4] and not redis.call('ZSCORE', KEYS[STATIC + 4], ARGV[1]) then
+  return {7, ''}
+end
 
 -- A write to a shared key: sent at once for a single item; for many, gathered per key and
 -- sent once at the end (RPUSH takes many entries, ZADD and HSET many pairs).

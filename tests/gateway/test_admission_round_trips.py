@@ -1,7 +1,7 @@
 """A keyed ``POST /v1/generations`` with every tenant limit on (rate, in-flight, daily quota,
-budget) makes at most 2 Redis round trips on a single server (issue 39): the replay lookup, the
-key's claim, the limits and the budget reservation in one script, the enqueue and the claim's
-release in one write.
+budget) makes one Redis round trip on a single server (issue 39): the replay lookup, the key's
+claim, the limits and the budget reservation in one script, written together with the enqueue
+and the claim's release. A refused one makes the same one, and enqueues nothing.
 
 A round trip is counted where the gateway writes to a Redis socket (``asyncio.StreamWriter``):
 a pipeline or calls written together are one write, whatever packed them. Only writes made
@@ -66,7 +66,7 @@ def writes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bytes]]:
     yield seen
 
 
-async def test_admission_keyed_post_with_every_limit_takes_two_round_trips(
+async def test_admission_keyed_post_with_every_limit_takes_one_round_trip(
     redis_url: str, redis: aioredis.Redis, prefix: str, writes: list[bytes]
 ) -> None:
     await redis.hset(prices_key(prefix), "demo/fast", json.dumps(DEMO_PRICE.as_json()))
@@ -94,12 +94,34 @@ async def test_admission_keyed_post_with_every_limit_takes_two_round_trips(
             writes.clear()
             replayed = await post("counted")
     assert replayed.status_code == 200 and replayed.json()["id"] == answer.json()["id"]
-    assert 1 <= len(trips) <= 2, trips
+    assert len(trips) == 1, trips
     # Every limit was charged: the daily count and the budget reservation are there.
     assert int(await redis.get(settings.keys.daily_count("alpha", _today())) or 0) == 3
     account = await redis.hgetall(settings.keys.budget("alpha"))
     assert f"r:{answer.json()['id']}".encode() in account
     assert await redis.zscore(settings.keys.in_flight("alpha"), answer.json()["id"]) is not None
+
+
+async def test_admission_refused_post_takes_one_round_trip_and_enqueues_nothing(
+    redis_url: str, redis: aioredis.Redis, prefix: str, writes: list[bytes]
+) -> None:
+    settings = make_settings(redis_url, prefix, tenant_daily_quota=1, key_cache_seconds=60)
+    with LiveGateway(settings) as live:
+        async with client_for(live, KEY_ALPHA) as alpha:
+            assert (await alpha.post("/v1/generations", json=BODY)).status_code == 202
+            listed = (await alpha.get("/v1/generations")).json()["generations"]
+            writes.clear()
+            refused = await alpha.post(
+                "/v1/generations", json=BODY, headers={"Idempotency-Key": "over-quota"}
+            )
+            trips = list(writes)
+            after = (await alpha.get("/v1/generations")).json()["generations"]
+    assert refused.status_code == 429, refused.text
+    assert len(trips) == 1, trips
+    assert [g["id"] for g in after] == [g["id"] for g in listed]  # nothing enqueued
+    assert int(await redis.get(settings.keys.daily_count("alpha", _today())) or 0) == 1
+    claim = settings.keys.idempotency_claim("alpha:over-quota")
+    assert await redis.exists(claim) == 0  # nor the key's claim left held
 
 
 def _today() -> str:

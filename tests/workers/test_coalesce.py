@@ -91,14 +91,17 @@ async def test_batcher_sends_many_jobs_deltas_in_one_round_trip(trips: RoundTrip
     batcher = EmitBatcher(trips, window=0.02)
     jobs = [Job(f"j{i}") for i in range(10)]
     emitters = [batcher.open(job) for job in jobs]
-    for n in range(5):
+    for emitter in emitters:
+        await emitter.write("t0 ")  # each first delta goes at once, alone (nothing else waits)
+    assert len(trips.batches) == 10
+    for n in range(1, 5):
         for emitter in emitters:
             await emitter.write(f"t{n} ")
     await asyncio.sleep(0.05)
-    assert len(trips.batches) == 1
-    _, items = trips.batches[0]
-    assert sorted(items) == sorted((job.id, "t0 t1 t2 t3 t4 ") for job in jobs)  # one chunk each
-    assert (batcher.stats.writes, batcher.stats.chunks, batcher.stats.round_trips) == (50, 10, 1)
+    assert len(trips.batches) == 11
+    _, items = trips.batches[-1]
+    assert sorted(items) == sorted((job.id, "t1 t2 t3 t4 ") for job in jobs)  # one chunk each
+    assert (batcher.stats.writes, batcher.stats.chunks, batcher.stats.round_trips) == (50, 20, 11)
     await batcher.aclose()
 
 
@@ -113,6 +116,37 @@ async def test_batcher_sends_a_lone_delta_within_the_window(trips: RoundTrips) -
     while len(trips.batches) < 2:
         await asyncio.sleep(0.001)
     assert 0.009 <= trips.batches[1][0] - written < 0.01 + 0.05  # the window, plus loop slack
+    await batcher.aclose()
+
+
+async def test_batcher_first_delta_is_in_the_stream_when_write_returns() -> None:
+    trips = RoundTrips(delay=0.01)
+    batcher = EmitBatcher(trips, window=10.0)
+    job = Job("a")
+    emitter = batcher.open(job)
+    await emitter.write("first")
+    assert job.emitted == ["first"]  # sent by the writer itself: no flusher had to run
+    await emitter.write(" second")
+    assert job.emitted == ["first"]  # the rest waits for the window
+    await emitter.aclose()
+    assert job.emitted == ["first", " second"]
+    assert (batcher.stats.writes, batcher.stats.round_trips) == (2, 2)
+    await batcher.aclose()
+
+
+async def test_batcher_first_delta_waits_for_the_batch_in_flight() -> None:
+    trips = RoundTrips(delay=0.05)
+    batcher = EmitBatcher(trips, window=10.0)
+    a, b = Job("a"), Job("b")
+    first, second = batcher.open(a), batcher.open(b)
+    sending = asyncio.create_task(first.write("a0"))  # in flight for 50 ms
+    await asyncio.sleep(0.01)
+    await second.write("b0")  # a batch is in flight: the flusher sends it once that one landed
+    assert b.emitted == []
+    await sending
+    await second.aclose()
+    assert trips.max_in_flight == 1
+    assert [items for _, items in trips.batches] == [[("a", "a0")], [("b", "b0")]]
     await batcher.aclose()
 
 
@@ -145,11 +179,12 @@ async def test_aclose_returns_once_the_text_is_sent() -> None:
     batcher = EmitBatcher(trips, window=10.0)
     job = Job("a")
     emitter = batcher.open(job)
-    await emitter.write("first ")
-    await emitter.write("second")
+    await emitter.write("first ")  # at once
+    await emitter.write("second ")
+    await emitter.write("third")
     started = time.perf_counter()
     await emitter.aclose()  # does not wait for the 10 s window
-    assert job.emitted == ["first second"]
+    assert job.emitted == ["first ", "second third"]
     assert time.perf_counter() - started < 1.0
     await batcher.aclose()
 
@@ -175,6 +210,8 @@ async def test_lost_lease_fails_only_that_job(trips: RoundTrips) -> None:
 async def test_failed_round_trip_reaches_every_job_in_it(trips: RoundTrips) -> None:
     batcher = EmitBatcher(trips, window=0.001)
     a, b = batcher.open(Job("a")), batcher.open(Job("b"))
+    await a.write("a0")  # each first delta goes alone: the round trip below carries both jobs
+    await b.write("b0")
     trips.fail_next = True
     await a.write("x")
     await b.write("y")
@@ -208,12 +245,14 @@ async def test_abort_drops_the_jobs_unsent_text(trips: RoundTrips) -> None:
     batcher = EmitBatcher(trips, window=0.03)
     gone, stays = Job("gone"), Job("stays")
     gone_emitter, stays_emitter = batcher.open(gone), batcher.open(stays)
+    await gone_emitter.write("first")  # at once
+    await stays_emitter.write("first")
     await gone_emitter.write("never")
     await stays_emitter.write("sent")
     gone_emitter.abort()
     await stays_emitter.aclose()
-    assert gone.emitted == []
-    assert stays.emitted == ["sent"]
+    assert gone.emitted == ["first"]
+    assert stays.emitted == ["first", "sent"]
     await batcher.aclose()
 
 

@@ -77,12 +77,13 @@ async def test_batcher_merges_adjacent_deltas_of_one_kind_and_index() -> None:
     batcher = EmitBatcher(record, window=10.0)
     job = Job("a")
     emitter = batcher.open(job)
+    await emitter.write("Hi")  # the first delta goes at once, alone
     await write_all(emitter, WRITES)
     await emitter.aclose()
     await batcher.aclose()
-    assert job.events == MERGED
-    assert len(record.batches) == 1  # every kind went in one round trip
-    assert batcher.stats.chunks == len(MERGED)
+    assert job.events == [("chunk", "Hi"), *MERGED]
+    assert len(record.batches) == 2  # then every kind went in one round trip
+    assert batcher.stats.chunks == 1 + len(MERGED)
 
 
 async def test_batcher_keeps_each_jobs_order_across_kinds_and_flushes() -> None:

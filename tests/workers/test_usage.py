@@ -246,8 +246,8 @@ async def test_prices_are_published_at_start(redis, start_workers, prefix: str) 
 # -- budgets ----------------------------------------------------------------------------------
 
 
-async def test_a_refused_hold_fails_the_job_without_a_provider_call(
-    start_workers, fake_openai
+async def test_a_refused_hold_fails_the_job_at_once(
+    redis, start_workers, fake_openai, prefix: str
 ) -> None:
     workers = await start_workers(tenant_budgets={TENANT: {"daily_usd": 0.0001}})
     queue = workers.queues["openai"]
@@ -258,8 +258,12 @@ async def test_a_refused_hold_fails_the_job_without_a_provider_call(
     assert "daily budget" in str(failed.value)
     record = await queue.get(job.id)
     assert record is not None and record.attempt == 1  # terminal: no retry either
-    assert fake_openai.count() == 0
-    assert counts(record.usage) == Usage().counts()
+    # The request went out beside the hold (tests/workers/test_hold_beside_call.py): the
+    # attempt costs its prompt at most, and nothing is charged to the budget it did not hold.
+    assert fake_openai.count() == 1
+    assert record.usage is not None and record.usage["completion_tokens"] == 0
+    account = await budget.read_account(redis, f"{prefix}-gen", TENANT)
+    assert (account.reservations, account.spent_day_nanos) == (0, 0)
 
 
 async def test_each_attempt_is_charged_in_place_of_its_hold(
