@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from collections.abc import AsyncGenerator
 from typing import Annotated, Any
 
@@ -33,7 +32,7 @@ from genq import Job, JobStatus
 from .._fast_path import fast_path_route, json_body
 from ..access.auth import Principal
 from ..access.owned_jobs import OwnedJob
-from ..admission.schemas import IDEMPOTENCY_KEY_PATTERN
+from ..admission.schemas import well_formed_idempotency_key
 from ..deps import GatewayDep, PrincipalDep, gateway_and_caller
 from ..state import Gateway
 from ..streaming.cursors import parse_cursor
@@ -53,7 +52,6 @@ router = APIRouter(prefix="/v1/chat", tags=["openai"], route_class=OpenAIRoute)
 RESTARTED = {"event": "restarted"}
 LAST_EVENT_ID_LENGTH = 60
 LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", max_length=LAST_EVENT_ID_LENGTH)]
-IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 
 def frame(body: dict[str, Any], entry_id: str | None = None) -> bytes:
@@ -167,7 +165,7 @@ async def create_chat_completion_directly(request: Request) -> Response | None:
     (in OpenAI's shape, as the fast path's own errors are)."""
     headers = request.headers
     idempotency_key = headers.get("idempotency-key")
-    if idempotency_key is not None and IDEMPOTENCY_KEY.fullmatch(idempotency_key) is None:
+    if not well_formed_idempotency_key(idempotency_key):
         return None
     last_event_id = headers.get("last-event-id")
     if last_event_id is not None and len(last_event_id) > LAST_EVENT_ID_LENGTH:

@@ -4,7 +4,6 @@ result, mint a fresh watch token."""
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
@@ -16,7 +15,6 @@ from .._fast_path import JSON, fast_path_route, json_body
 from ..access.owned_jobs import load_owned_job, tenant_of
 from ..admission.cancel import cancel
 from ..admission.schemas import (
-    IDEMPOTENCY_KEY_PATTERN,
     BatchCreated,
     BatchItem,
     BatchItemFailed,
@@ -25,6 +23,7 @@ from ..admission.schemas import (
     GenerationRequest,
     enqueue_answers,
     idempotency_key_header,
+    well_formed_idempotency_key,
 )
 from ..admission.submit import answer_created, created, locate, submit
 from ..admission.submit_batch import submit_many
@@ -42,7 +41,6 @@ ReplayKey = Annotated[
 ]
 NATIVE_END = WebhookNote("generation")
 """A native generation's end is a webhook event for its tenant's endpoints."""
-IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 
 class CancelResult(BaseModel):
@@ -72,7 +70,7 @@ async def create_generation_directly(request: Request) -> Response | None:
     is a valid ``GenerationRequest``, a well-formed Idempotency-Key or none. Any other is
     declined (``None``) before anything happened, for FastAPI to answer."""
     idempotency_key = request.headers.get("idempotency-key")
-    if idempotency_key is not None and IDEMPOTENCY_KEY.fullmatch(idempotency_key) is None:
+    if not well_formed_idempotency_key(idempotency_key):
         return None
     body = await json_body(request, GenerationRequest)
     if body is None:
