@@ -59,7 +59,9 @@ async def enqueue_admitted(
 
     With ``bound_in``, the admission's KEYS are followed by the binding of
     ``item.idempotency_key`` in each of those queues, in that order: a string holding the bound
-    job's id, absent while the key is unbound (read them, never write them).
+    job's id, absent while the key is unbound (read them, never write them). A key bound to
+    ``item.job_id`` itself is this write's own work: sent again (after a NOSCRIPT or a lost
+    connection), the enqueue behind its first send bound it; the admission must admit it again.
 
     One round trip on a single node's pooled client; with durable acceptance on, or on a client
     without genq's write path, one per script. Raises the admission's or the release's error

@@ -124,6 +124,30 @@ async def test_admission_refused_post_takes_one_round_trip_and_enqueues_nothing(
     assert await redis.exists(claim) == 0  # nor the key's claim left held
 
 
+async def test_admission_resent_after_the_server_forgot_its_scripts_is_one_new_job(
+    redis_url: str, redis: aioredis.Redis, prefix: str
+) -> None:
+    # The release script unknown to the server (a restart, a SCRIPT FLUSH), the admission and
+    # the enqueue known: they ran, and the whole write is sent again once the release is loaded.
+    settings = make_settings(redis_url, prefix, key_cache_seconds=60)
+    with LiveGateway(settings) as live:
+        gateway = live.gateway
+        async with client_for(live, KEY_ALPHA) as alpha:
+            assert (await alpha.post("/v1/generations", json=BODY)).status_code == 202
+            await redis.script_flush()
+            release = gateway.limiter.release_claim_script
+            await redis.script_load(gateway.admission._script.script)
+            await redis.script_load(gateway.queues.by_provider("demo").scripts.enqueue.script)
+            assert (await redis.script_exists(release.sha)) == [False]
+            answer = await alpha.post(
+                "/v1/generations", json=BODY, headers={"Idempotency-Key": "resent"}
+            )
+            listed = (await alpha.get("/v1/generations")).json()["generations"]
+    assert answer.status_code == 202, answer.text  # its own job: not a replay of it
+    assert len(listed) == 2 and answer.json()["id"] in {g["id"] for g in listed}
+    assert await redis.exists(settings.keys.idempotency_claim("alpha:resent")) == 0
+
+
 def _today() -> str:
     import time
 
