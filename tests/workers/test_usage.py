@@ -282,7 +282,12 @@ async def test_each_attempt_is_charged_in_place_of_its_hold(
     await budget.reserve(redis, namespace, TENANT, job_id, hold, limits)
     await queue.enqueue(payload, job_id=job_id, tenant=TENANT)
 
+    # The second attempt's first chunk is out: its hold (which runs beside the request) was
+    # granted, and the attempt still streams.
     await asyncio.to_thread(fake_openai.wait_requests, 2, 10)
+    async with asyncio.timeout(10):
+        while "chunk" not in _after_restart(await queue.events_range(job_id)):
+            await asyncio.sleep(0.01)
     account = await budget.read_account(redis, namespace, TENANT)
     assert account.reservations == 1 and account.reserved_nanos == hold  # the second attempt
 
@@ -292,6 +297,14 @@ async def test_each_attempt_is_charged_in_place_of_its_hold(
     assert account.reservations == 0 and account.reserved_nanos == 0
     assert account.spent_day_nanos == record.usage["cost_nanos"] > 0
     assert record.usage["cost_nanos"] == sum(a.usage["cost_nanos"] for a in record.history)
+
+
+def _after_restart(entries: list[Any]) -> list[str]:
+    """The types of the events after the last ``restarted``: the latest attempt's."""
+    types = [entry.type for entry in entries]
+    if "restarted" not in types:
+        return []
+    return types[len(types) - types[::-1].index("restarted") :]
 
 
 def test_a_model_without_a_price_costs_nothing_and_is_logged_once(
