@@ -125,7 +125,9 @@ async def test_invariants_name_each_violation(finished, tamper: Tamper, message:
 
 
 async def test_retention_check_waits_for_expiry_and_finds_leftovers(redis, prefix: str) -> None:
-    queue = Queue(redis, prefix, result_ttl=0.3)
+    # The record must outlive the worker's stop and the check's first read (on a loaded CI
+    # machine a stop took longer than 0.3 s), and expire well within the retention.
+    queue = Queue(redis, prefix, result_ttl=1.5)
 
     async def handler(job: ActiveJob) -> str:
         await job.emit("x")
@@ -134,7 +136,7 @@ async def test_retention_check_waits_for_expiry_and_finds_leftovers(redis, prefi
     job = await queue.enqueue({}, idempotency_key="short-lived")
     async with queue.worker(handler):
         await queue.wait(job.id, timeout=5)
-    audit = await check_invariants(queue, [job.id], retention=3.0)
+    audit = await check_invariants(queue, [job.id], retention=5.0)
     assert audit.count("completed") == 1
     assert not await redis.exists(queue.keys.job(job.id), queue.keys.events(job.id))
     assert not await redis.exists(queue.keys.idempotency("short-lived"))
