@@ -63,6 +63,9 @@ async def test_cancel_published_while_the_channel_was_down_is_seen_when_it_is_ba
 
     async with queue.worker(handler, heartbeat=30.0):
         await asyncio.wait_for(started.wait(), 5)
+        async with asyncio.timeout(5):  # its cancel channel subscribes in a task of its own
+            while not await redis.client_list(_type="pubsub"):
+                await asyncio.sleep(0.01)
         assert await redis.client_kill_filter(_type="pubsub") >= 1
         assert await queue.cancel(e.id) is True  # published to nobody
         with pytest.raises(JobCancelledError):
