@@ -93,8 +93,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     install_error_handlers(app)
+    # The routes a generation's first token waits on come first: a request is matched against
+    # the routes in the order they were included, at a few microseconds each.
     app.include_router(generations.router)
     app.include_router(events.router)
+    app.include_router(chat.router)
+    app.include_router(responses.router)
     app.include_router(queues.router)
     app.include_router(jobs.router)
     app.include_router(job_actions.router)
@@ -105,8 +109,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(alerts.router)
     app.include_router(health.router)
     app.include_router(models.router)
-    app.include_router(responses.router)
-    app.include_router(chat.router)
     app.include_router(files.router)
     app.include_router(batches.router)
     app.include_router(batches.admin_router)

@@ -37,14 +37,14 @@ def tool_call_pieces(calls: Any) -> tuple[ToolCallPiece, ...]:
     without an index is the ``n``-th of its chunk."""
     pieces = []
     for n, call in enumerate(calls):
-        index = _field(call, "index")
-        function = _field(call, "function")
-        name = _field(function, "name") if function is not None else None
-        arguments = _field(function, "arguments") if function is not None else None
+        index = field_of(call, "index")
+        function = field_of(call, "function")
+        name = field_of(function, "name") if function is not None else None
+        arguments = field_of(function, "arguments") if function is not None else None
         pieces.append(
             ToolCallPiece(
                 index if isinstance(index, int) else n,
-                _field(call, "id") or None,
+                field_of(call, "id") or None,
                 name or None,
                 arguments if isinstance(arguments, str) else "",
             )
@@ -52,24 +52,27 @@ def tool_call_pieces(calls: Any) -> tuple[ToolCallPiece, ...]:
     return tuple(pieces)
 
 
-def _field(value: Any, name: str) -> Any:
+def field_of(value: Any, name: str) -> Any:
+    """``value``'s field ``name`` (None when missing), whether ``value`` is a model object
+    (LiteLLM's, the SDK's) or the JSON object itself."""
     return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
 
 
 def usage_counts(usage: Any) -> dict[str, int] | None:
-    """The provider's token counts; ``cached_tokens``: prompt tokens read from its cache (LiteLLM
+    """The provider's token counts (from LiteLLM's or the SDK's usage object, or the JSON
+    object itself); ``cached_tokens``: prompt tokens read from its cache (LiteLLM
     puts OpenAI's and Anthropic's under ``prompt_tokens_details``), 0 when it says nothing;
     ``reasoning_tokens`` (of the completion tokens) only when it reported some."""
     if usage is None:
         return None
     fields = ("prompt_tokens", "completion_tokens", "total_tokens")
-    values = {name: getattr(usage, name, None) for name in fields}
+    values = {name: field_of(usage, name) for name in fields}
     if all(v is None for v in values.values()):
         return None
     counts = {name: int(v or 0) for name, v in values.items()}
-    details = getattr(usage, "prompt_tokens_details", None)
-    counts["cached_tokens"] = int(getattr(details, "cached_tokens", None) or 0)
-    reasoning = getattr(getattr(usage, "completion_tokens_details", None), "reasoning_tokens", None)
+    details = field_of(usage, "prompt_tokens_details")
+    counts["cached_tokens"] = int(field_of(details, "cached_tokens") or 0)
+    reasoning = field_of(field_of(usage, "completion_tokens_details"), "reasoning_tokens")
     if reasoning:
         counts["reasoning_tokens"] = int(reasoning)
     return counts

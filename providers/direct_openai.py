@@ -25,7 +25,10 @@ A cached decision costs a few microseconds; the first of a kind, LiteLLM's mappi
 of a millisecond; the worker warms it with :func:`providers.litellm_adapter.warm_calls`).
 
 The stream is read as LiteLLM reads it (:class:`OpenAIChunks`): the same deltas, the finish
-reason mapped and held to the end of the content, the provider's usage last; and any failure
+reason mapped and held to the end of the content, the provider's usage last. The SDK hands each
+chunk over as the JSON object it parsed (its stream typed ``object``), not as a
+``ChatCompletionChunk``: building that model was most of the SDK's time per chunk
+(docs/WORKERS.md has the figures), and nothing here needs more than its fields. Any failure
 is turned into the exception LiteLLM raises for it (:func:`as_litellm_error`), so
 :func:`providers.errors.to_job_error` gives the same job error either way.
 
@@ -62,7 +65,7 @@ from litellm.responses.bridge_check import _resolve_openai_api_base, responses_a
 from litellm.utils import ProviderConfigManager, get_optional_params, supports_httpx_timeout
 from openai import AsyncOpenAI, AsyncStream
 from openai.resources.chat.completions import AsyncCompletions
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 
 from genq import PatchGuard, pinned
 from providers._lean_streams import anyone_reads_the_response
@@ -97,6 +100,7 @@ _CREATE_PARAMS = frozenset(inspect.signature(AsyncCompletions.create).parameters
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
 _MESSAGE_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id"})
 _SCALARS = (str, int, float, bool, type(None))
+_EMPTY: dict[str, Any] = {}
 
 
 def set_enabled(on: bool) -> None:
@@ -319,8 +323,8 @@ async def open_stream(
     params: Mapping[str, Any],
     api_base: str | None,
     api_key: str | None,
-) -> AsyncStream[ChatCompletionChunk]:
-    """Sends the request; the SDK's stream of chunks."""
+) -> AsyncStream[Any]:
+    """Sends the request; the SDK's stream of chunks, each the JSON object it parsed."""
     sdk = client(api_base, api_key)
     if any(None in message.values() for message in messages):
         # LiteLLM leaves a message's keys without a value (``"content": None``) out
@@ -335,17 +339,18 @@ async def open_stream(
     return await _post_stream(sdk, body)
 
 
-async def _post_stream(sdk: AsyncOpenAI, body: dict[str, Any]) -> AsyncStream[ChatCompletionChunk]:
+async def _post_stream(sdk: AsyncOpenAI, body: dict[str, Any]) -> AsyncStream[Any]:
     """The SDK's own request path below ``chat.completions.create``: that method first walks
     the body against its parameter types (a fraction of a millisecond per request), which for
     the plain JSON :func:`serves` admits changes nothing (the tests compare the bodies the
-    server receives either way)."""
+    server receives either way). The stream's chunk type is ``object``, for which the SDK
+    yields the JSON it parsed as it is (an error event still raises its ``APIError``)."""
     return await sdk.post(
         "/chat/completions",
         body=body,
         cast_to=ChatCompletion,
         stream=True,
-        stream_cls=AsyncStream[ChatCompletionChunk],
+        stream_cls=AsyncStream[object],
     )
 
 
@@ -402,21 +407,23 @@ class OpenAIChunks:
         self._usage: dict[str, int] | None = None
         self._reasoning: list[str] = []
 
-    def delta(self, chunk: ChatCompletionChunk) -> Delta | None:
-        usage = usage_counts(chunk.usage)
+    def delta(self, chunk: dict[str, Any]) -> Delta | None:
+        """The delta of one chunk, the JSON object of a ``chat.completion.chunk``."""
+        usage = usage_counts(chunk.get("usage"))
         if usage is not None:
             self._usage = usage
-        if not chunk.choices:
+        choices = chunk.get("choices")
+        if not choices:
             return self._pending_finish()
-        choice = chunk.choices[0]
-        delta = choice.delta
-        text = delta.content or ""
-        extra = delta.__pydantic_extra__ or _NONE
-        reasoning = extra.get("reasoning_content") or extra.get("reasoning") or ""
-        calls = delta.tool_calls
-        if choice.finish_reason:
+        choice = choices[0]
+        delta = choice.get("delta") or _EMPTY
+        text = delta.get("content") or ""
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+        calls = delta.get("tool_calls")
+        finish_reason = choice.get("finish_reason")
+        if finish_reason:
             self._finished = True
-            self._finish = choice.finish_reason
+            self._finish = finish_reason
         pieces: tuple[ToolCallPiece, ...] = ()
         if calls:
             self._tool_call = True

@@ -19,6 +19,7 @@ from opentelemetry import trace
 from genq import RetryJobError, TerminalJobError
 from genq_services.telemetry import genai_metrics, names, tracer, tracing_on
 
+from .deltas import field_of
 from .errors import RateLimitedError
 
 GENERIC = (RetryJobError, TerminalJobError)
@@ -82,10 +83,10 @@ class ProviderCall:
         self._first_chunk = time.perf_counter() - self._started
         if self.span is not None:
             self.span.set_attribute(names.TIME_TO_FIRST_CHUNK, self._first_chunk)
-            response_id = getattr(chunk, "id", None)
+            response_id = field_of(chunk, "id")
             if isinstance(response_id, str) and response_id:
                 self.span.set_attribute(names.RESPONSE_ID, response_id)
-            model = getattr(chunk, "model", None)
+            model = field_of(chunk, "model")
             if isinstance(model, str) and model:
                 self.span.set_attribute(names.RESPONSE_MODEL, model)
 

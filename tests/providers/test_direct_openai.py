@@ -400,6 +400,17 @@ CANNED = {
         choice({}, "stop"),
         {"choices": [], "usage": USAGE},
     ),
+    "reasoning under either name, its tokens reported": sse(
+        choice({"role": "assistant", "reasoning_content": "Think"}),
+        choice({"reasoning": " more"}),
+        choice({"content": "Hi"}, "stop"),
+        {"choices": [], "usage": {**USAGE, "completion_tokens_details": {"reasoning_tokens": 1}}},
+    ),
+    "tool calls without an index or an id": sse(
+        choice({"tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{"}}]}),
+        choice({"tool_calls": [{"index": 0, "id": "", "function": {"arguments": "}"}}]}),
+        choice({}, "tool_calls"),
+    ),
 }
 
 
@@ -422,6 +433,21 @@ async def test_the_deltas_of_other_stream_shapes_are_litellms(case: str) -> None
         direct = await run(None, True, api_base=CANNED_BASE)
     assert through_litellm.error is None and direct.error is None
     assert direct.deltas == through_litellm.deltas
+
+
+async def test_the_sdk_hands_each_chunk_over_as_the_json_it_parsed() -> None:
+    """The direct path reads the SDK's stream typed ``object``: the chunks are the JSON objects
+    the server sent, not ``ChatCompletionChunk`` models (whose making cost most of the SDK's
+    time per chunk); the deltas above are LiteLLM's all the same."""
+    sent = [choice({"role": "assistant", "content": "Hi"}), choice({}, "stop")]
+    with canned(sse(*sent)):
+        stream = await direct_openai.open_stream(
+            "openai/gpt-4o-mini", [{"role": "user", "content": "Hi"}], {}, CANNED_BASE, "sk-t"
+        )
+        async with stream:
+            chunks = [chunk async for chunk in stream]
+    assert [type(chunk) for chunk in chunks] == [dict, dict]
+    assert [chunk["choices"] for chunk in chunks] == [c["choices"] for c in sent]
 
 
 CANNED_FAILURES = {
