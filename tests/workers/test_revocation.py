@@ -176,3 +176,26 @@ async def test_worker_stops_a_running_generation_within_the_cache_time(
     assert stream.disconnected_at - at < cache + 0.2 + 0.5
     assert await outcome(queue, job.id) == f"failed: {reason}; the generation was stopped"
     assert fake_openai.count() == 1
+
+
+async def test_a_stop_while_the_access_is_watched_cancels_the_generation(
+    redis: aioredis.Redis, prefix: str, start_workers: Any, fake_openai: FakeOpenAI
+) -> None:
+    """The access watcher runs beside the generation, which runs in the handler's own task: a
+    Stop (the worker's cancel of that task) still ends it cancelled, not failed, and closes the
+    provider stream; the key, never refused, does not turn it into a refusal."""
+    fake_openai.plan(LONG_STORY)
+    workers = await start_workers(access_cache_seconds=0.5)
+    workers.handlers["openai"].access_recheck = 0.05
+    queue = workers.queues["openai"]
+    job = await queue.enqueue(
+        {"model": OPENAI, "prompt": "stop me", "tenant": "acme", "key_id": "cafef00d"},
+        tenant="acme",
+    )
+    await asyncio.wait_for(first_chunk(queue, job.id), 20)
+    await asyncio.sleep(0.2)  # a few of the watcher's checks have passed
+    await queue.cancel(job.id)
+    stream = fake_openai.requests[0]
+    assert await asyncio.to_thread(stream.wait_disconnected, 5)
+    assert await outcome(queue, job.id) == "cancelled"
+    assert fake_openai.count() == 1
