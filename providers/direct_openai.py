@@ -506,7 +506,6 @@ def _status(exc: BaseException) -> int | None:
     return None
 
 
-_NONE: dict[str, Any] = {}
 _DROPPED = (httpx.ReadError, httpx.RemoteProtocolError)
 """A connection lost after the finish reason: LiteLLM ends such a stream normally."""
 
