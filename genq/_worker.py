@@ -77,7 +77,8 @@ class _Outcome:
 
 
 class Worker:
-    """Runs a handler over a queue's jobs with bounded concurrency.
+    """Runs a handler over a queue's jobs with bounded concurrency: at most ``concurrency``
+    handlers at once (a job whose handler ended takes no slot while its settle is on its way).
 
     ``async with queue.worker(handler) as worker:`` starts it in the background; leaving the
     block is a graceful stop. ``stop()`` never kills a running job unless a ``deadline`` is
@@ -220,7 +221,7 @@ class Worker:
         errors = 0
         hint: str | None = None  # the job id the last doorbell ring named, if any
         while not self._stopping:
-            free = self.concurrency - len(self._slots)
+            free = self.concurrency - self._occupied()
             if free <= 0:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
@@ -310,6 +311,9 @@ class Worker:
             await asyncio.wait([handler_task])
             outcome = await self._outcome(slot, handler_task)
             slot.finished = True
+            # The handler is done: its slot takes the next job while the settle is on its way,
+            # so the next pick's round trip runs beside the settle's instead of after it.
+            self._slot_freed.set()
             keep_alive.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await keep_alive
@@ -326,6 +330,10 @@ class Worker:
             keep_alive.cancel()
             del self._slots[job.token]
             self._slot_freed.set()
+
+    def _occupied(self) -> int:
+        """Slots whose handler has not finished (a finished one may still be settling)."""
+        return sum(1 for slot in self._slots.values() if not slot.finished)
 
     async def _call_handler(self, job: ActiveJob) -> Any:
         return await self.handler(job)

@@ -3,7 +3,7 @@ import asyncio
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from genq import JobStatus, Queue, connect
+from genq import JobStatus, Queue, Worker, connect
 
 
 async def test_worker_emit_and_progress_reach_the_stream(queue):
@@ -219,3 +219,44 @@ async def test_worker_settles_arriving_together_share_round_trips(queue, redis):
     assert worker.settles.round_trips <= 3  # one each would be 10
     for job_id in ids:
         assert (await queue.get(job_id)).status == JobStatus.COMPLETED
+
+
+async def test_a_job_whose_handler_ended_takes_no_slot_while_it_settles(queue):
+    # One slot. The first job's settle is held on its way (the worker's own settle call waits
+    # for the test); the second job starts meanwhile, and never beside the first's handler.
+    running, most, started = 0, 0, []
+
+    async def handler(job):
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        started.append(job.payload["n"])
+        await asyncio.sleep(0.05)
+        running -= 1
+        return job.payload["n"]
+
+    first = await queue.enqueue({"n": 1})
+    second = await queue.enqueue({"n": 2})
+    worker = Worker(queue, handler, concurrency=1)
+    settle, held = worker.settles.run, asyncio.Event()
+
+    async def held_settle(call):
+        await held.wait()
+        return await settle(call)
+
+    worker.settles.run = held_settle
+    await worker.start()
+    try:
+        for _ in range(500):
+            if len(started) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert started == [1, 2]  # the second began while the first's settle was held
+        assert (await queue.get(first.id)).status is JobStatus.ACTIVE
+        held.set()
+        assert await queue.wait(first.id, timeout=10) == 1
+        assert await queue.wait(second.id, timeout=10) == 2
+    finally:
+        held.set()
+        await worker.stop()
+    assert most == 1
