@@ -19,7 +19,7 @@ KEYS[7] the tenant's webhook endpoints (zset)   KEYS[8] the generations whose en
         event (zset: note -> ms; genq_services.webhook_endpoints.note_pending's, which this does)
 KEYS[9..] with a key: the key's binding in each provider queue (string: the bound job's id),
           in the order the caller gave the queues (genq adds them: genq.run_with_bindings)
-ARGV[1] the claim token, the new job's id ('' without an Idempotency-Key)   ARGV[2] the claim's lifetime (ms)
+ARGV[1] the claim token ('' without an Idempotency-Key)   ARGV[2] the claim's lifetime (ms)
 ARGV[3] rate (tokens/s)          ARGV[4] burst
 ARGV[5] daily quota (0: none)    ARGV[6] when today's count expires (epoch s)
 ARGV[7] in-flight cap            ARGV[8] the new job's id
@@ -31,8 +31,8 @@ ARGV[16] the in-flight set's lifetime (s)
 ARGV[17] the webhook note to add when the tenant has an endpoint ('' none)
 Returns one of
   {'ok', reserved (1|0), daily charged (1|0)}  everything taken, the claim held; {'ok', 0, 0}
-                          when the key is bound to the new job's id already (the claim token):
-                          a resent write, whose first send admitted and enqueued it
+                          when the key is bound to the new job's id (ARGV[8]) already: a
+                          resent write, whose first send admitted and enqueued it
   {'replay', n, job id}   the key is bound, in the n-th queue given (nothing taken)
   {'busy'}                another request holds the key's claim (nothing taken)
   {'rate', ms until a token}, {'daily'}, {'in_flight'}, {'no_price'},
@@ -50,7 +50,7 @@ local model, price_seen, amount = ARGV[13], ARGV[14], tonumber(ARGV[15])
 if token ~= '' then
   for i = 9, #KEYS do
     local bound = redis.call('GET', KEYS[i])
-    if bound == token then
+    if bound == job_id then
       -- Bound to this request's own job: the write was sent again (after a NOSCRIPT or a lost
       -- connection) and its enqueue, behind the first send, bound the key: admitted already.
       return {'ok', 0, 0}
