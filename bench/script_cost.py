@@ -25,9 +25,11 @@ the reply.
                         jobs; in two shapes: one tenant and nothing metered (a bare job), and 8
                         tenants and a metered attempt (a generation: 3 counts, as the workers
                         meter tokens); and a lone job (--calls, at most 60, one after
-                        another into an empty queue, reserved as the doorbell's idle worker
-                        does: where the pick takes the ring's job id it activates the job
-                        itself, and the activate column is 0)
+                        another into an empty queue at an idle worker), twice: woken by the
+                        doorbell and reserved by a pick (where the pick takes the ring's job
+                        id it activates the job itself, and the activate column is 0), and
+                        handed off (the worker's offer listed before its wait: the enqueue
+                        starts the job, the pick column is the offer and the BLPOP)
   per emit              a worker runs jobs that emit --emits chunks each; the server's
                         instructions for the whole run (pick, activate, emits, settle, the
                         worker's presence) divided by the emits
@@ -66,6 +68,7 @@ from genq import ActiveJob, EnqueueItem, Queue
 from genq._calls import activate_call, settle_call
 from genq._cluster import Call
 from genq._enqueue import enqueue_call
+from genq._reserve import HandOff, make_offer
 from genq._scripts import helpers, reached, source
 from genq._usage import encode_meter
 from genq_cli.embedded_redis import free_port, valkey_binary
@@ -75,7 +78,8 @@ PAYLOAD = {"model": "demo/fast", "prompt": "hello world"}
 LEFT_OUT = {
     # name: (text in enqueue.lua's path for one new job, what replaces it)
     "existence check": (
-        "  if redis.call('HGET', job, 'status') then\n    return {0, id}\n  end\n",
+        "  if redis.call('HGET', job, 'status') then\n"
+        "    return {0, id, math.min(redis.call('LLEN', KEYS[5]), 1)}\n  end\n",
         "",
     ),
     "clock": (
@@ -83,16 +87,10 @@ LEFT_OUT = {
         "local created, priority, tenant = '1764600000000',",
     ),
     "sequence": ("rank_of(priority, redis.call('INCR', KEYS[3]))", "rank_of(priority, 5)"),
-    "record": (
-        "  redis.call('HSET', job, unpack(record(id, id, 'waiting', ARGV[2], ARGV[3], rank, "
-        "created, key,\n    ARGV[7], priority, tenant)))\n",
-        "",
-    ),
-    "intake": (
-        "  redis.call('RPUSH', KEYS[1], intake_entry(pad_ms(created), tenant, rank, id))\n",
-        "",
-    ),
-    "doorbell": ("  ring_doorbell(KEYS[2])\n", ""),
+    "record": ("    redis.call('HSET', job, unpack(fields))\n", ""),
+    "intake": ("    redis.call('RPUSH', KEYS[1], intake_entry(padded, tenant, rank, id))\n", ""),
+    "doorbell": ("    ring_doorbell(KEYS[2], 1, id)\n", ""),
+    "offers' count": ("    seen = math.min(redis.call('LLEN', KEYS[5]), 1)\n", ""),
 }
 
 
@@ -199,31 +197,44 @@ METERED = encode_meter(
 )  # fmt: skip
 
 
-def lone_lives(c: Counted, queue: Queue, jobs: int) -> dict[str, float]:
+def lone_lives(c: Counted, queue: Queue, jobs: int, offered: bool) -> dict[str, float]:
     """Instructions per job of ``jobs`` lone jobs, one after another, each enqueued into an
-    empty queue and reserved by an idle worker as the doorbell wakes it: a pick of one, given
-    the id the ring named where genq's pick takes it (it activates the job itself), else a
-    pick and then an activation. Then one emit and a settle, as in :func:`job_life`."""
+    empty queue at an idle worker. ``offered``: the worker waits as genq's does, its offer
+    listed (an RPUSH) before its BLPOP, and the enqueue hands the job off to it, started; the
+    pick column is then the offer and the BLPOP, and there is no activation. Otherwise (no
+    offer: the worker of a genq before hand-offs, or one whose offer was not listed yet) the
+    BLPOP takes the doorbell's ring and a pick of one follows, given the id the ring named
+    where genq's pick takes it (it activates the job itself), else a pick and then an
+    activation. Then one emit and a settle, as in :func:`job_life`."""
     sha = {name: c.redis.script_load(source(name)) for name in LIFE}
     hinted = "hint" in inspect.signature(queue.pick_call).parameters
     cost = dict.fromkeys(LIFE, 0.0)
     k = queue.keys
+    queue.offers_seen = offered  # what the last enqueue's reply said: the shape sent
     for _ in range(jobs):
+        if offered:
+            c.redis.rpush(k.idle, make_offer(queue, "bench-holder", 600.0))
+            cost["pick"] += c.instructions()
         keys, args = enqueue_call(queue, EnqueueItem(PAYLOAD))
         c.instructions()
         job_id = c.redis.evalsha(sha["enqueue"], len(keys), *keys, *args)[1].decode()
         cost["enqueue"] += c.instructions()
-        token = f"token-{job_id}"
-        if hinted:
-            keys, args = queue.pick_call(1, 600.0, "bench-holder", (job_id, token, 600.0))
-        else:
-            keys, args = queue.pick_call(1, 600.0, "bench-holder")
-        reply = c.redis.evalsha(sha["pick"], len(keys), *keys, *args)
+        _, ring = c.redis.blpop([k.handoffs, k.signal], 1)
         cost["pick"] += c.instructions()
-        if not (hinted and reply[4] and reply[4][0] == 0):
-            keys, args = activate_call(queue, job_id, token, 600.0)
-            assert c.redis.evalsha(sha["activate"], len(keys), *keys, *args)[0] == 0
-            cost["activate"] += c.instructions()
+        if offered:
+            token = HandOff.parse(ring).token
+        else:
+            token = f"token-{job_id}"
+            if hinted:
+                keys, args = queue.pick_call(1, 600.0, "bench-holder", (job_id, token, 600.0))
+            else:
+                keys, args = queue.pick_call(1, 600.0, "bench-holder")
+            reply = c.redis.evalsha(sha["pick"], len(keys), *keys, *args)
+            cost["pick"] += c.instructions()
+            if not (hinted and reply[4] and reply[4][0] == 0):
+                keys, args = activate_call(queue, job_id, token, 600.0)
+                assert c.redis.evalsha(sha["activate"], len(keys), *keys, *args)[0] == 0
+                cost["activate"] += c.instructions()
         emit = [job_id, token, 1, "chunk", '"hello"', 600000, 10000, ""]
         assert c.redis.evalsha(sha["emit"], 3, k.job(job_id), k.events(job_id), k.leases, *emit)
         cost["emit"] += c.instructions()
@@ -253,6 +264,7 @@ def job_life(
         return replies
 
     names = [f"tenant-{n}" for n in range(tenants)]
+    queue.offers_seen = False  # no worker waits: the enqueue's reply said so after the first
     counted_step(
         "enqueue",
         [
@@ -266,7 +278,7 @@ def job_life(
     c.instructions()
     while len(claimed) < jobs:
         keys, args = queue.pick_call(pick, 600.0, "bench-holder")
-        ids, _, _, admitting = c.redis.evalsha(sha["pick"], len(keys), *keys, *args)
+        ids, _, _, admitting = c.redis.evalsha(sha["pick"], len(keys), *keys, *args)[:4]
         claimed += [i.decode() for i in ids]
         if not ids and not admitting:
             raise RuntimeError("pick claimed nothing while jobs wait")
@@ -331,6 +343,8 @@ def main() -> None:
         name = "valkey" if "valkey_version" in info else "redis"
         version = info.get("valkey_version") or info["redis_version"]
         queue = Queue(aioredis.Redis(port=c.port), prefix="bench-enqueue")
+        queue.offers_seen = False  # no worker waits: after its first, a producer's enqueue
+        # sends the offers list alone (the hand-off's 19 keys only while offers are listed)
 
         def fresh(n: int) -> list[Call]:
             return [enqueue_call(queue, EnqueueItem(PAYLOAD)) for _ in range(n)]
@@ -360,9 +374,10 @@ def main() -> None:
         ):
             c.redis.flushall()
             lives.append((label, job_life(c, queue, args.calls, args.pick, tenants, metered)))
-        c.redis.flushall()
         lone = min(args.calls, 60)
-        lives.append((f"a lone job at an idle worker (x{lone})", lone_lives(c, queue, lone)))
+        for label, offered in (("doorbell, pick", False), ("handed off", True)):
+            c.redis.flushall()
+            lives.append((f"a lone job, {label} (x{lone})", lone_lives(c, queue, lone, offered)))
 
     base = dict(rows)["return 1"]
     print(f"server instructions per call: {name} {version} under callgrind, {args.calls} calls")

@@ -111,4 +111,4 @@ def presence_call(queue: QueueBase, holder: str, ttl: float) -> Call:
     """Renews ``holder``'s presence for ``ttl`` seconds (0 withdraws it) and expires the leases
     of holders whose presence lapsed (see presence.lua)."""
     k = queue.keys
-    return [k.presence, k.leases, k.holders, k.holds], [holder, ms(ttl)]
+    return [k.presence, k.leases, k.holders, k.holds, k.idle, k.handoffs], [holder, ms(ttl)]

@@ -116,31 +116,46 @@ def item_call(
     return keys, (job_id, nonce, payload, priority, delay_ms, attempts, key, idem_ttl, tenant)
 
 
-def enqueue_call(queue: QueueBase, item: EnqueueItem) -> Call:
+def enqueue_call(queue: QueueBase, item: EnqueueItem, admitted_in: str | None = None) -> Call:
     """The checked ``enqueue.lua`` call for ``item`` alone, as :meth:`genq.Queue.enqueue` sends
-    it; raises ValueError on a bad option."""
+    it (``admitted_in``: see :func:`one_call`); raises ValueError on a bad option."""
     keys, args = item_call(
         queue, item.payload, item.idempotency_key, item.priority, item.delay, item.job_id,
         item.max_attempts, item.idempotency_ttl, item.tenant,
     )  # fmt: skip
-    return one_call(queue, keys, args)
+    return one_call(queue, keys, args, admitted_in)
 
 
-def one_call(queue: QueueBase, keys: Sequence[str], args: Sequence[Any]) -> Call:
+def one_call(
+    queue: QueueBase, keys: Sequence[str], args: Sequence[Any], admitted_in: str | None = None
+) -> Call:
     """``enqueue.lua``'s call for one item (``item_call``'s keys and arguments): a new job ready
     at once (a generated id, its own nonce, and no delay) in the script's shape for one new
-    job, which sends 7 to 12 values instead of 21; any other in its shape for items."""
+    job, which sends 3 to 7 arguments instead of 9; any other in its shape for items, with
+    ``admitted_in`` (the set a layer's admission adds the id to, :func:`genq.enqueue_admitted`)
+    if given. Either sends the hand-off keys (``Keys.hand_off``: the script starts a job ready
+    at once under an idle worker's offer when no other job is ahead of it) while the queue's
+    last such call saw an offer listed (:func:`note_offers`), else only the offers list (19
+    keys cost a call that hands nothing off a quarter of an enqueue: docs/KNOWN_LIMITS.md)."""
     job_id, nonce, payload, priority, delay_ms, attempts, key, idem_ttl, tenant = args
-    if job_id == nonce and not delay_ms:
+    k = queue.keys
+    hand_off = k.hand_off if queue.offers_seen and not delay_ms else (k.idle,)
+    if job_id == nonce and not delay_ms and admitted_in is None:
         # The values that hold their defaults are left off the end (the server pays to read
-        # each value): a plain enqueue sends 4 keys and 3 arguments.
-        new_keys = [*new_job_keys(queue.keys), keys[0]]
+        # each value): a plain enqueue sends 3 arguments.
+        new_keys = [*new_job_keys(k), keys[0], *hand_off]
         if key:
             new_keys.append(keys[2])
             return new_keys, [job_id, payload, attempts, priority, tenant, key, idem_ttl]
         rest = (priority, tenant) if tenant else (priority,) if priority else ()
         return new_keys, [job_id, payload, attempts, *rest]
-    return [*static_keys(queue.keys), *keys], list(args)
+    admitted = () if admitted_in is None else (admitted_in,)
+    return [*static_keys(k), *keys, *admitted, *hand_off], list(args)
+
+
+def note_offers(queue: QueueBase, reply: Sequence[Any]) -> None:
+    """Keeps what the reply of :func:`one_call`'s call says of the idle workers' offers."""
+    queue.offers_seen = int(reply[2]) == 1
 
 
 async def run_enqueue(queue: QueueBase, call: Call) -> tuple[Any, int]:
@@ -149,8 +164,11 @@ async def run_enqueue(queue: QueueBase, call: Call) -> tuple[Any, int]:
     script = queue.scripts.enqueue
     if queue.durable_replicas:
         replies, acknowledged = await run_durably(queue.redis, script, [call], *durability(queue))
-        return replies[0], acknowledged
-    return await script(*call), 0
+        reply = replies[0]
+    else:
+        reply, acknowledged = await script(*call), 0
+    note_offers(queue, reply)
+    return reply, acknowledged
 
 
 def durability(queue: QueueBase) -> tuple[int, int]:

@@ -21,7 +21,15 @@ from redis.asyncio.connection import AbstractConnection
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, ResponseError
 
-from ._enqueue import Enqueued, EnqueueItem, confirm, enqueue_call, enqueued, run_enqueue
+from ._enqueue import (
+    Enqueued,
+    EnqueueItem,
+    confirm,
+    enqueue_call,
+    enqueued,
+    note_offers,
+    run_enqueue,
+)
 from ._queue_base import QueueBase
 from ._redis_patches import _on_pooled_connection, _packed, pooled
 from ._scripts import Code
@@ -71,8 +79,7 @@ async def enqueue_admitted(
     script, keys, args = admission
     if bound_in:
         keys = [*keys, *(q.keys.idempotency(item.idempotency_key or "") for q in bound_in)]
-    call_keys, call_args = enqueue_call(queue, item)  # a named job: the items' shape
-    guarded = ([*call_keys, admitted_in], call_args)
+    guarded = enqueue_call(queue, item, admitted_in)  # a named job: the items' shape
     if queue.durable_replicas or not pooled(queue.redis):
         return await _one_by_one(queue, (script, keys, args), guarded, release)
     calls: list[ScriptCall] = [(script, keys, args), (queue.scripts.enqueue, *guarded)]
@@ -82,6 +89,7 @@ async def enqueue_admitted(
     for reply in replies:
         if isinstance(reply, ResponseError):
             raise reply
+    note_offers(queue, replies[1])
     return AdmittedEnqueue(
         replies[0], _outcome(str(item.job_id), replies[1]), replies[2] if release else None
     )
@@ -108,7 +116,7 @@ async def _one_by_one(
 
 
 def _outcome(job_id: str, reply: Any) -> Enqueued | None:
-    code, bound = reply
+    code, bound, _ = reply
     if int(code) == Code.NOT_ADMITTED:
         return None
     return enqueued(job_id, int(code), bound)

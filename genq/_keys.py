@@ -175,6 +175,38 @@ class Keys:
         return f"{self.tag}:signal"
 
     @cached_property
+    def idle(self) -> str:
+        """list: one offer per built-in worker waiting on the doorbell with a free slot, oldest
+        first, ``<holder>\\0<lease token>\\0<lease ms>\\0<leases per tenant, 0: no cap>``. A
+        worker appends its offer as it starts to wait; the enqueue of a job no other job is
+        ahead of takes the oldest offer and starts the job under it (the hand-off,
+        ``enqueue.lua``); the worker's next pick withdraws an offer still there."""
+        return f"{self.tag}:idle"
+
+    @cached_property
+    def handoffs(self) -> str:
+        """list: jobs an enqueue started under an idle worker's offer, each
+        ``<holder>\\0<lease token>\\0<id>\\0<the record as a JSON list of fields and
+        values>``; the idle workers wait on it before the doorbell."""
+        return f"{self.tag}:handoffs"
+
+    def wake(self, holder: str) -> str:
+        """list: what a stopping worker pushes to end its own wait (it waits on this key after
+        the hand-offs and the doorbell), so that a hand-off its wait takes is not cut off with
+        the wait; expires within seconds if the wait had ended already."""
+        return f"{self.tag}:wake:{holder}"
+
+    @cached_property
+    def hand_off(self) -> tuple[str, ...]:
+        """The keys an enqueue that may hand its job off sends after its own, in this order
+        (``hand_off`` in ``enqueue.lua``): the offers, the hand-offs, the ready set, the
+        cooldown, the scheduled set, the lease set, then the books."""
+        return (
+            self.idle, self.handoffs, self.ready, self.cooldown, self.scheduled, self.leases,
+            *self.books,
+        )  # fmt: skip
+
+    @cached_property
     def seq(self) -> str:
         """string: counter that orders jobs within a priority."""
         return f"{self.tag}:seq"

@@ -122,6 +122,9 @@ class QueueBase:
         self.durable_replicas, self.durable_timeout = check_durability(
             redis, durable_replicas, durable_timeout
         )
+        self.offers_seen = True
+        """Whether this queue's last enqueue of one job saw an idle worker's offer listed: the
+        next one sends the hand-off keys only then (``genq._enqueue.one_call``)."""
         self.options: dict[str, Any] = {
             "codec": codec, "result_codec": result_codec, "lease": lease,
             "max_attempts": max_attempts, "backoff": backoff, "max_backoff": max_backoff,
@@ -181,16 +184,22 @@ class QueueBase:
         claim: float,
         holder: str = "",
         hint: tuple[str, str, float] | None = None,
+        offer: str = "",
+        adopted: str = "",
     ) -> Call:
         """``pick.lua``'s keys and arguments: claim up to ``count`` jobs for ``claim`` seconds,
         filed under ``holder`` (a worker's presence id; '' for none). ``hint``: (the id a
         doorbell ring named, a lease token, the lease in seconds): activate that job under the
-        token if this pick claims it."""
+        token if this pick claims it. ``offer``: the worker's offer to withdraw (``Keys.idle``);
+        ``adopted``: ``<offerer>\0<id>`` of a job it took under another worker's offer."""
         k = self.keys
-        keys = [k.ready, k.scheduled, k.leases, k.rank, k.cooldown, k.dead, k.intake, *k.books]
+        keys = [
+            k.ready, k.scheduled, k.leases, k.rank, k.cooldown, k.dead, k.intake, *k.books,
+            k.idle, k.handoffs,
+        ]  # fmt: skip
         args = [
             count, ms(claim), ms(self.dead_ttl), self.tenant_concurrency, self.weights_arg,
-            holder,
+            holder, offer, adopted,
         ]  # fmt: skip
         if hint is not None:
             job_id, token, lease = hint

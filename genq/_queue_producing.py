@@ -50,7 +50,7 @@ class Producing(QueueBase):
             self, payload, idempotency_key, priority, delay, job_id, max_attempts,
             idempotency_ttl, tenant,
         )  # fmt: skip
-        (code, bound), acknowledged = await run_enqueue(self, one_call(self, keys, args))
+        (code, bound, _), acknowledged = await run_enqueue(self, one_call(self, keys, args))
         result = enqueued(args[0], code, bound)
         confirm(self, acknowledged, [result.id])
         return result

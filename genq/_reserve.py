@@ -5,14 +5,16 @@ token, and ``reclaim.lua`` takes back what expired. One definition for :class:`g
 
 from __future__ import annotations
 
+import json
 import uuid
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from ._active_job import record_fields
 from ._calls import activate_call, reclaim_call
 from ._events import as_text
-from ._queue_base import QueueBase
+from ._queue_base import QueueBase, ms
 from ._retrying import with_retry
 from ._scripts import Code
 from ._streamed import run_streamed
@@ -30,32 +32,72 @@ async def pick(
     claim = CLAIM_SECONDS if claim is None else claim
     keys, args = queue.pick_call(count, claim, holder)
     while True:
-        claimed, expired, wait_ms, admitting = await queue.scripts.pick(keys=keys, args=args)
+        claimed, expired, wait_ms, admitting = (await queue.scripts.pick(keys=keys, args=args))[:4]
         if not admitting:  # else it only admitted part of a long intake: pick again at once
             return [as_text(i) for i in claimed], [as_text(i) for i in expired], int(wait_ms)
 
 
+def make_offer(queue: QueueBase, holder: str, lease: float) -> str:
+    """A new offer of one free slot of the worker ``holder`` (``Keys.idle``): a job handed off
+    under it is held by the offer's own lease token for ``lease`` seconds."""
+    return f"{holder}\0{uuid.uuid4().hex}\0{ms(lease)}\0{queue.tenant_concurrency}"
+
+
+@dataclass(frozen=True)
+class HandOff:
+    """A job an enqueue started under an idle worker's offer (``Keys.handoffs``)."""
+
+    holder: str
+    """The worker whose offer it was: its lease is filed under that worker."""
+    token: str
+    fields: dict[str, str]
+
+    @classmethod
+    def parse(cls, raw: bytes | str) -> HandOff:
+        holder, token, _, record = as_text(raw).split("\0", 3)
+        return cls(holder, token, record_fields(json.loads(record)))
+
+    def offered_by(self, offer: str | None) -> bool:
+        return offer is not None and offer.startswith(f"{self.holder}\0{self.token}\0")
+
+
 async def pick_hinted(
-    queue: QueueBase, count: int, holder: str, hint: str, lease: float
+    queue: QueueBase,
+    count: int,
+    holder: str,
+    hint: str | None,
+    lease: float,
+    offer: str = "",
+    adopted: str = "",
 ) -> tuple[list[tuple[str, dict[str, str]]], list[str], list[str], int]:
-    """:func:`pick`, given the id a doorbell ring named (``hint``): when the pick claims that
-    job it activates it too, in the same round trip. Returns (the hinted job's (token,
-    record) if it was activated, else nothing; the other claimed ids, to :func:`activate`;
-    expired lease ids; ms until the next scheduled job or lease expiry)."""
+    """:func:`pick` for a worker. Given the id a doorbell ring named (``hint``), when the pick
+    claims that job it activates it too, in the same round trip; given the worker's ``offer``,
+    it withdraws it, and takes the job handed off under it when the offer was taken (and no
+    other worker took that job first); ``adopted``: ``<offerer>\0<id>`` of a job this worker
+    took under another's offer, whose lease is filed under this worker from now on. Returns
+    ((token, record) of each job started for this worker: the hinted one, the one handed off;
+    the other claimed ids, to :func:`activate`; expired lease ids; ms until the next scheduled
+    job or lease expiry)."""
     token = uuid.uuid4().hex
-    keys, args = queue.pick_call(count, CLAIM_SECONDS, holder, (hint, token, lease))
+    hinted = None if hint is None else (hint, token, lease)
+    keys, sent = queue.pick_call(count, CLAIM_SECONDS, holder, hinted, offer, adopted)
+    args = list(sent)
+    started = []
     while True:
-        reply = await queue.scripts.pick(keys=keys, args=args)
-        claimed, expired, wait_ms, admitting = reply[:4]
-        if admitting:
-            continue
-        ids = [as_text(i) for i in claimed]
-        held = reply[4] if len(reply) > 4 else []
-        started = []
-        if held and int(held[0]) == Code.OK:
-            started = [(token, record_fields(held[1]))]
-            ids.remove(hint)
-        return started, ids, [as_text(i) for i in expired], int(wait_ms)
+        claimed, expired, wait_ms, admitting, held, owed = await queue.scripts.pick(
+            keys=keys, args=args
+        )
+        if owed:
+            handed = HandOff.parse(owed)
+            started.append((handed.token, handed.fields))
+        args[6] = args[7] = ""  # done: a pick again at once must not repeat them
+        if not admitting:
+            break
+    ids = [as_text(i) for i in claimed]
+    if hint is not None and held and int(held[0]) == Code.OK:
+        started.append((token, record_fields(held[1])))
+        ids.remove(hint)
+    return started, ids, [as_text(i) for i in expired], int(wait_ms)
 
 
 async def activate(

@@ -24,7 +24,7 @@ from ._cluster import Call, open_pubsub, run_durably
 from ._errors import JobError, JobLeaseLostError, RetryJobError, TerminalJobError
 from ._events import as_text
 from ._queue_base import QueueBase, ms, safe_block
-from ._reserve import activate, pick, pick_hinted, reclaim
+from ._reserve import HandOff, activate, make_offer, pick_hinted, reclaim
 from ._retrying import TRANSIENT, with_retry
 from ._scripts import Code
 from ._streamed import run_streamed
@@ -181,7 +181,7 @@ class Worker:
         self._stopping = True
         if self._fetcher is not None:
             if self._blocking:
-                self._fetcher.cancel()
+                await self._end_wait()
             self._slot_freed.set()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._fetcher
@@ -220,56 +220,141 @@ class Worker:
     async def _fetch_loop(self) -> None:
         errors = 0
         hint: str | None = None  # the job id the last doorbell ring named, if any
-        while not self._stopping:
-            free = self.concurrency - self._occupied()
-            if free <= 0:
-                self._slot_freed.clear()
-                await self._slot_freed.wait()
-                continue
-            try:
-                taken = 0
-                if hint is None:
-                    claimed, expired, wait_ms = await pick(self.queue, free, self.holder)
-                else:
+        # This worker's offer of a free slot while it may still be listed (a pick withdraws
+        # it), and the job it last took under another worker's offer ('' for none).
+        offer: str | None = None
+        adopted = ""
+        try:
+            while not self._stopping:
+                free = self.concurrency - self._occupied()
+                if free <= 0:
+                    if offer is not None or adopted:  # a full worker offers nothing
+                        try:
+                            await self._withdraw(offer or "", adopted)
+                            offer, adopted = None, ""
+                        except (*TRANSIENT, RedisError) as exc:
+                            log.warning("redis unavailable while withdrawing an offer (%s)", exc)
+                    self._slot_freed.clear()
+                    await self._slot_freed.wait()
+                    continue
+                try:
                     started, claimed, expired, wait_ms = await pick_hinted(
-                        self.queue, free, self.holder, hint, self.lease
+                        self.queue, free, self.holder, hint, self.lease, offer or "", adopted
                     )
-                    hint = None
+                    hint, offer, adopted = None, None, ""
                     for token, fields in started:
                         self._spawn(fields, token)
                     taken = len(started)
-                if expired:
-                    await self._reclaim(expired)
-                if claimed:
-                    await self._activate(claimed)
-                taken += len(claimed)
-                if taken >= free or expired:  # more may be ready: pick again at once
-                    continue
-                # Fewer than asked: nothing else could be claimed now, and another pick at once
-                # would only hold the server while the jobs just taken start. A job enqueued
-                # meanwhile rang the doorbell, so the wait below ends at once for it.
-                timeout = self.poll if wait_ms < 0 else min(self.poll, wait_ms / 1000)
-                self._blocking = True
-                try:
-                    if not self._stopping:
-                        rung = await self._doorbell.blpop(
-                            [self.queue.keys.signal], max(timeout, 0.01)
+                    if expired:
+                        await self._reclaim(expired)
+                    if claimed:
+                        await self._activate(claimed)
+                    taken += len(claimed)
+                    if taken >= free or expired:  # more may be ready: pick again at once
+                        continue
+                    # Fewer than asked: nothing else could be claimed now, and another pick at
+                    # once would only hold the server while the jobs just taken start. A job
+                    # enqueued meanwhile rang the doorbell or was handed off under the offer
+                    # made here, so the wait below ends at once for it. A job handed off under
+                    # this worker's own offer needs no pick: while a slot is free the worker
+                    # offers it again and waits on, until the next scheduled job or lease
+                    # expiry (or the poll) is due.
+                    timeout = self.poll if wait_ms < 0 else min(self.poll, wait_ms / 1000)
+                    wake_by = time.monotonic() + timeout
+                    while not self._stopping:
+                        offer = make_offer(self.queue, self.holder, self.lease)
+                        self._blocking = True
+                        try:
+                            rung = await self._wait(offer, max(wake_by - time.monotonic(), 0.01))
+                        finally:
+                            self._blocking = False
+                        if rung is None:
+                            break
+                        if as_text(rung[0]) != self.queue.keys.handoffs:
+                            if as_text(rung[1]) != "1":
+                                hint = as_text(rung[1])
+                            break
+                        handed = HandOff.parse(rung[1])
+                        await self._take(handed.fields, handed.token)
+                        if not handed.offered_by(offer):  # the pick files it under this worker
+                            adopted = f"{handed.holder}\0{handed.fields['id']}"
+                            break
+                        offer = None
+                        if self._occupied() >= self.concurrency or time.monotonic() >= wake_by:
+                            break
+                    errors = 0
+                except Exception as exc:  # the loop must outlive any single failure
+                    errors += 1
+                    delay = min(5.0, 0.05 * 2**errors) * random.uniform(0.5, 1.0)
+                    if isinstance(exc, TRANSIENT):
+                        log.warning(
+                            "redis unavailable while reserving (%s); retry in %.2fs", exc, delay
                         )
-                        if rung is not None and as_text(rung[1]) != "1":
-                            hint = as_text(rung[1])
-                finally:
-                    self._blocking = False
-                errors = 0
-            except Exception as exc:  # the loop must outlive any single failure
-                errors += 1
-                delay = min(5.0, 0.05 * 2**errors) * random.uniform(0.5, 1.0)
-                if isinstance(exc, TRANSIENT):
-                    log.warning(
-                        "redis unavailable while reserving (%s); retry in %.2fs", exc, delay
-                    )
-                else:
-                    log.exception("reserving failed; retrying in %.2fs", delay)
-                await asyncio.sleep(delay)
+                    else:
+                        log.exception("reserving failed; retrying in %.2fs", delay)
+                    await asyncio.sleep(delay)
+        finally:
+            if offer is not None or adopted:
+                with contextlib.suppress(*TRANSIENT, RedisError):
+                    await self._withdraw(offer or "", adopted)
+
+    async def _wait(self, offer: str, timeout: float) -> Any:
+        """Offers a free slot and waits for a hand-off or a doorbell ring, up to ``timeout``
+        seconds, in one round trip: BLPOP's reply, or None."""
+        k = self.queue.keys
+        lists = (k.handoffs, k.signal, k.wake(self.holder))
+        conn = getattr(self._doorbell, "connection", None)  # the one a dedicated client holds
+        if conn is None:  # a cluster client (or one not connected yet): one command each
+            await self._doorbell.rpush(k.idle, offer)
+            return await self._doorbell.blpop(list(lists), timeout)
+        # Both in one write on the held connection (a pipeline would take another from the
+        # pool for the whole wait). Cut off half-way (a stop that cannot reach Redis), the
+        # connection would hold an unread reply: it is dropped, and the next command connects
+        # afresh.
+        commands = [("RPUSH", k.idle, offer), ("BLPOP", *lists, timeout)]
+        try:
+            await conn.send_packed_command(conn.pack_commands(commands))
+            await conn.read_response()
+            return await conn.read_response()
+        except BaseException:
+            await conn.disconnect(nowait=True)
+            raise
+
+    async def _end_wait(self) -> None:
+        """Ends the fetch loop's wait with a push to this worker's own wake list: cut off
+        instead, a wait whose reply was a hand-off would lose that job until its lease expired.
+        When Redis cannot take the push, the wait is cut off all the same."""
+        key = self.queue.keys.wake(self.holder)
+        try:
+            async with asyncio.timeout(self.lease / 4):
+                async with self.queue.redis.pipeline(transaction=False) as pipe:
+                    pipe.lpush(key, "1")
+                    pipe.pexpire(key, ms(self.poll) + 5000)
+                    await pipe.execute()
+        except (*TRANSIENT, RedisError, TimeoutError) as exc:
+            log.warning("could not end the wait for work (%s): cutting it off", exc)
+            if self._fetcher is not None:
+                self._fetcher.cancel()
+
+    async def _withdraw(self, offer: str, adopted: str = "") -> None:
+        """Withdraws this worker's offer (and files a job it took under another's as its own),
+        taking the job handed off under the offer meanwhile, if any."""
+        started, _, _, _ = await pick_hinted(
+            self.queue, 0, self.holder, None, self.lease, offer, adopted
+        )
+        for token, fields in started:
+            await self._take(fields, token)
+
+    async def _take(self, fields: dict[str, str], token: str) -> None:
+        """Runs a job handed off to this worker, or hands it back untouched (as a stop's
+        deadline does: ready again, its attempt not counted) when the worker takes no new job:
+        it is stopping, or was resized below what it runs since it offered the slot."""
+        if not self._stopping and self._occupied() < self.concurrency:
+            self._spawn(fields, token)
+            return
+        job = ActiveJob(self.queue, fields, token, self.lease, lambda: None)
+        with contextlib.suppress(JobLeaseLostError):
+            await self._settle(job, _Outcome("release"))
 
     async def _activate(self, ids: list[str]) -> None:
         for token, fields in await activate(self.queue, ids, self.lease):

@@ -284,6 +284,30 @@ local function ring_doorbell(signal, count, hint)
   end
 end
 
+--[[ Hand-offs. A built-in worker about to wait on the doorbell with a free slot appends an
+offer to the offers list (Keys.idle); the enqueue of a job that no other job is ahead of starts
+it under the oldest offer and appends it to the hand-offs list (Keys.handoffs), which the idle
+workers wait on before the doorbell (enqueue.lua). The worker's next pick withdraws its offer if
+it is still there, and when it is not, takes the job handed off under it if no other worker took
+it first (pick.lua); presence.lua drops both of a worker that vanished. Both lists stay short:
+one offer per idle worker, and a hand-off is taken within a round trip. ]]
+
+-- Takes out of `list` (offers or hand-offs) the entries that start with `prefix`, at most
+-- `limit` (nil: all), and returns them.
+local function take_listed(list, prefix, limit)
+  local taken = {}
+  for _, entry in ipairs(redis.call('LRANGE', list, 0, 999)) do
+    if string.sub(entry, 1, #prefix) == prefix then
+      redis.call('LREM', list, 1, entry)
+      taken[#taken + 1] = entry
+      if limit and #taken >= limit then
+        break
+      end
+    end
+  end
+  return taken
+end
+
 -- Turns a claimed job into a running one held by `token` (activate.lua, and pick.lua for the
 -- job its doorbell named). Returns activate.lua's reply.
 local function activate_claim(B, job, events, leases, id, token, lease_ms, maxlen)

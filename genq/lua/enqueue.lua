@@ -25,9 +25,16 @@ and run_at equal to created_at (the scripts that change a job write the ones the
 nonce when it is the job's id (a generated id), and idempotency_key '' and idem_ttl when the job
 has no key (the scripts read a missing key as '', and settle.lua a missing ttl as the result's).
 
+A job ready at once that no other job is ahead of, enqueued alone while a worker waits idle, is
+handed off: started here under that worker's offer (see hand_off below), not put in the intake.
+A call for one job sends either the 19 hand-off keys (Keys.hand_off) or only the first of them,
+the offers list (then the job is never handed off): the producer sends them all while its last
+such call saw an offer listed, which the reply tells.
+
 One new job (the values that hold their defaults are left off the end):
 KEYS[1] intake list         KEYS[2] doorbell list      KEYS[3] sequence counter
-KEYS[4] job record          KEYS[5] idempotency key (only with one)
+KEYS[4] job record          KEYS[5] the offers list, or KEYS[5..23] the hand-off keys
+then the idempotency key (only with one)
 ARGV[1] job id (and nonce), ARGV[2] encoded payload, ARGV[3] max attempts, then as far as
 needed: ARGV[4] priority ('0'), ARGV[5] tenant ('' for the default one), ARGV[6] idempotency
 key, ARGV[7] idempotency ttl (ms)
@@ -42,14 +49,18 @@ ARGV, nine per item: ARGV[9i + 1] job id, ARGV[9i + 2] nonce, ARGV[9i + 3] encod
 ARGV[9i + 4] priority, ARGV[9i + 5] delay (ms, '0' for none), ARGV[9i + 6] max attempts,
 ARGV[9i + 7] idempotency key ('' for none), ARGV[9i + 8] idempotency ttl (ms),
 ARGV[9i + 9] tenant ('' for the default one)
-KEYS[13] optional, with one item: a sorted set that a layer's admission script, sent before
-this call in the same write (genq.enqueue_admitted), adds the job's id to when it admits it;
-the item is enqueued only if its id is there.
+With one item, optionally, KEYS[13]: a sorted set that a layer's admission script, sent before
+this call in the same write (genq.enqueue_admitted), adds the job's id to when it admits it (the
+item is enqueued only if its id is there); and after it, the offers list or the hand-off keys
+(always with the set).
 
 Returns {code, id} per item, one flat list: 0 created, 1 deduplicated (id is the bound job's),
-2 id is live, 7 not admitted (KEYS[13] does not hold the id; nothing was written).
+2 id is live, 7 not admitted (KEYS[13] does not hold the id; nothing was written); with the
+offers list, a third value: 1 when an offer is listed (or the job was handed off), else 0.
 Events: none.
 ]]
+
+local NARGS = 9  -- an item's arguments; a new job alone sends fewer
 
 -- A job's rank: its priority's band, then its place in the sequence (FIFO within a priority).
 -- The priority is compared as text first: reading a number from text costs more than the
@@ -86,43 +97,122 @@ local function record(id, nonce, status, payload, attempts, rank, created, key, 
   return fields
 end
 
+local HAND_OFF_KEYS = 19
+-- Made below, past the return of a call for one new job that sent the offers list alone:
+-- making it and the helpers it needs would be a share of every such call.
+local hand_off
+
 -- One new job, straight through, sent with only the keys and arguments it needs: fewer values
 -- to read, and it returns before the items' path makes its inner functions and the helpers
 -- only that path uses: the server does markedly less work than for the same enqueue through
 -- the items' path (bench/script_cost.py counts it; docs/KNOWN_LIMITS.md).
-if #KEYS <= 5 then  -- the items' shape sends 12 or more
-  local job = KEYS[4]
+local function new_job()
+  local job, idem = KEYS[4], KEYS[#KEYS]
   local id, key = ARGV[1], ARGV[6] or ''
   if key ~= '' then
-    local bound = redis.call('GET', KEYS[5])
+    local bound = redis.call('GET', idem)
     if bound then
       if bound == id then
-        return {0, id}
+        return {0, id, math.min(redis.call('LLEN', KEYS[5]), 1)}
       end
-      return {1, bound}
+      return {1, bound, math.min(redis.call('LLEN', KEYS[5]), 1)}
     end
   end
   if redis.call('HGET', job, 'status') then
-    return {0, id}
+    return {0, id, math.min(redis.call('LLEN', KEYS[5]), 1)}
   end
   local created, priority, tenant = now_digits(), ARGV[4] or '0', ARGV[5] or ''
   local rank = rank_of(priority, redis.call('INCR', KEYS[3]))
-  redis.call('RPUSH', KEYS[1], intake_entry(pad_ms(created), tenant, rank, id))
-  redis.call('HSET', job, unpack(record(id, id, 'waiting', ARGV[2], ARGV[3], rank, created, key,
-    ARGV[7], priority, tenant)))
-  if key ~= '' then
-    redis.call('SET', KEYS[5], id)
+  local padded = pad_ms(created)
+  local fields = record(id, id, 'waiting', ARGV[2], ARGV[3], rank, created, key, ARGV[7],
+    priority, tenant)
+  local seen = 1
+  if not (hand_off and hand_off(5, job, id, tenant, created, padded, fields)) then
+    redis.call('RPUSH', KEYS[1], intake_entry(padded, tenant, rank, id))
+    redis.call('HSET', job, unpack(fields))
+    ring_doorbell(KEYS[2], 1, id)
+    seen = math.min(redis.call('LLEN', KEYS[5]), 1)
   end
-  ring_doorbell(KEYS[2], 1, id)
-  return {0, id}
+  if key ~= '' then
+    redis.call('SET', idem, id)
+  end
+  return {0, id, seen}
+end
+if #ARGV < NARGS and #KEYS < 4 + HAND_OFF_KEYS then
+  return new_job()
+end
+
+--[[ The hand-off (see _lib.lua). The job (its record's fields, as record() lays them out,
+status second) is started under the oldest offer when nothing is ahead of it: nothing in the
+intake or the ready set, no scheduled job due, the queue not cooling down, and its tenant
+holding fewer leases than the offer's cap. That is what the offering worker's pick and
+activation would do with it: the lease (the offer's token and length) filed under the offer's
+holder, the tenant's lease count, the job index (active), fair share's bookkeeping reset (nobody
+waits, as pick.lua leaves it), and the record as activated (attempt 1, started now). The record
+then goes to the hand-off list, where the idle workers wait before the doorbell: no ring. When
+something is ahead, the offer goes back to the head of its list and nothing is written.
+at: the index of the first hand-off key (Keys.hand_off: the offers, the hand-offs, the ready
+set, the cooldown, the scheduled set, the lease set, then the books). Returns whether the job
+was handed off (its record then written). ]]
+hand_off = function(at, job, id, tenant, created, padded, fields)
+  local offers = KEYS[at]
+  local offer = redis.call('LPOP', offers)
+  if not offer then
+    return false
+  end
+  local a = string.find(offer, '\0', 1, true)
+  local b = string.find(offer, '\0', a + 1, true)
+  local c = string.find(offer, '\0', b + 1, true)
+  local cap = string.sub(offer, c + 1)
+  local B = books_at(at + 6)
+  local now = tonumber(created)
+  local due = redis.call('ZRANGE', KEYS[at + 4], 0, 0, 'WITHSCORES')
+  if redis.call('LLEN', KEYS[1]) > 0 or redis.call('ZCARD', KEYS[at + 2]) > 0
+      or redis.call('EXISTS', KEYS[at + 3]) == 1 or (due[2] and tonumber(due[2]) <= now)
+      or (cap ~= '0'
+        and tonumber(redis.call('HGET', B.running, tenant) or '0') >= tonumber(cap)) then
+    redis.call('LPUSH', offers, offer)
+    return false
+  end
+  local holder, token = string.sub(offer, 1, a - 1), string.sub(offer, a + 1, b - 1)
+  local lease_until = int(now + tonumber(string.sub(offer, b + 1, c - 1)))
+  redis.call('ZADD', KEYS[at + 5], lease_until, id)
+  redis.call('HINCRBY', B.running, tenant, 1)
+  redis.call('HSET', B.holders, id, holder)
+  redis.call('ZADD', B.holds, 0, holder .. '\0' .. id)
+  index_add(B, tenant, 'active', padded, id)
+  redis.call('DEL', B.passes, B.vtime, B.waits)
+  -- the fields activate_claim writes (emit reads eseq as a number)
+  local n = #fields
+  fields[4] = 'active'
+  fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = 'attempt', '1', 'token', token
+  fields[n + 5], fields[n + 6], fields[n + 7], fields[n + 8] =
+    'started_at', created, 'updated_at', created
+  fields[n + 9], fields[n + 10], fields[n + 11], fields[n + 12] =
+    'lease_until', lease_until, 'out', '0'
+  fields[n + 13], fields[n + 14] = 'eseq', '0'
+  redis.call('HSET', job, unpack(fields))
+  redis.call('RPUSH', KEYS[at + 1],
+    holder .. '\0' .. token .. '\0' .. id .. '\0' .. cjson.encode(fields))
+  return true
+end
+
+if #ARGV < NARGS then
+  return new_job()
 end
 
 local intake, scheduled, rank_hash, dead, signal, seq, index, tindex, expiry =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local STATIC, NARGS = 9, 9
+local STATIC = 9
 local single = #ARGV == NARGS
-if single and KEYS[STATIC + 4] and not redis.call('ZSCORE', KEYS[STATIC + 4], ARGV[1]) then
-  return {7, ''}
+-- With one item, what follows its keys: nothing, the offers list or the hand-off keys, each
+-- after the admission's set or not.
+local extra = #KEYS - STATIC - 3
+local offers = single and extra > 0 and KEYS[#KEYS - (extra > 2 and HAND_OFF_KEYS - 1 or 0)]
+local handing = single and extra >= HAND_OFF_KEYS
+if single and (extra == 2 or extra == HAND_OFF_KEYS + 1)
+    and not redis.call('ZSCORE', KEYS[STATIC + 4], ARGV[1]) then
+  return {7, '', 0}
 end
 
 -- A write to a shared key: sent at once for a single item; for many, gathered per key and
@@ -143,7 +233,7 @@ if not single then
   end
 end
 
-local created, padded, first, made, rung = nil, nil, 0, 0, 0
+local created, padded, first, made, rung, handed = nil, nil, 0, 0, 0, false
 
 local function enqueue(i)
   local a, k = NARGS * i, STATIC + 3 * i
@@ -195,11 +285,16 @@ local function enqueue(i)
     local entry = index_entry(status, padded, id)
     later('ZADD', index, 0, entry)
     later('ZADD', tindex, 0, tenant .. '\0' .. entry)
+  elseif handing and hand_off(#KEYS - HAND_OFF_KEYS + 1, job, id, tenant, created, padded,
+      fields) then
+    fields, handed = nil, true  -- written
   else
     later('RPUSH', intake, intake_entry(padded, tenant, rank, id))
     rung = rung + 1
   end
-  redis.call('HSET', job, unpack(fields))
+  if fields then
+    redis.call('HSET', job, unpack(fields))
+  end
   if key ~= '' then
     redis.call('SET', idem, id)
   end
@@ -210,6 +305,9 @@ if single then
   local replies = {enqueue(0)}
   if rung > 0 then
     ring_doorbell(signal, 1, replies[2])  -- named: the woken worker's pick activates it
+  end
+  if offers then
+    replies[3] = handed and 1 or math.min(redis.call('LLEN', offers), 1)
   end
   return replies
 end

@@ -16,19 +16,26 @@ it waits since it was due (its score in the scheduled set), which the waits keep
 KEYS[1] ready set   KEYS[2] scheduled set   KEYS[3] lease set   KEYS[4] rank hash
 KEYS[5] cooldown key   KEYS[6] dead set   KEYS[7] intake list
 KEYS[8..20] the books (fair share, job index, holders, outbox, waits: see _lib.lua)
-KEYS[21] the hinted job's record   KEYS[22] its stream   (only with a hint)
+KEYS[21] offers list   KEYS[22] hand-offs list   (see _lib.lua)
+KEYS[23] the hinted job's record   KEYS[24] its stream   (only with a hint)
 ARGV[1] how many jobs to claim   ARGV[2] claim length (ms)   ARGV[3] dead-letter retention (ms,
 0: forever)   ARGV[4] leases per tenant (0: no cap)
 ARGV[5] tenant weights, JSON {tenant: weight} (default 1)
 ARGV[6] the picking worker's holder id ('' for none): its claims are filed under it (holders,
 holds), so presence.lua can take them back if the worker vanishes
-ARGV[7..10] optional, a hint: the id of a job the doorbell named (enqueue.lua rings with a lone
+ARGV[7] the picking worker's offer, withdrawn here if still listed; if it was taken, the job
+handed off under it is taken off the hand-offs list and returned (when no other worker took it
+first), and this pick claims one job fewer ('' for none)
+ARGV[8] "<offerer>\0<id>": a job this worker took off the hand-offs list under another worker's
+offer, whose lease is filed here under this worker instead ('' for none)
+ARGV[9..12] optional, a hint: the id of a job the doorbell named (enqueue.lua rings with a lone
 job's id), a lease token, the lease length (ms), the stream max length: when this pick claims
 that job it also activates it, as activate.lua would (one round trip fewer for a lone job)
 Returns {claimed ids, expired lease ids, ms until the next scheduled job or lease expiry (-1 none),
 1 when it only admitted (more than one admission's worth waits: pick again at once) else 0,
-and with a hint: activate.lua's reply for the hinted job, or {} when it was not claimed here};
-the hinted job, activated or not, is in the claimed ids.
+activate.lua's reply for the hinted job ({} when there was no hint or it was not claimed here),
+the hand-off taken for the withdrawn offer as listed ('' for none)}; the hinted job, activated or
+not, is in the claimed ids.
 While the cooldown key lives nothing is claimed and the wait is its remaining time.
 Events: restarted, as activate.lua (only for a hinted job).
 ]]
@@ -36,13 +43,30 @@ local ready, scheduled, leases, rank_hash, cooldown, dead, intake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local B = books_at(8)
 local now = now_ms()
+local holder = ARGV[6] or ''
+
+-- The offer first: a job handed off under it counts against this pick's claims.
+local owed = ''
+if ARGV[7] ~= '' and redis.call('LREM', KEYS[21], 1, ARGV[7]) == 0 then
+  local b = string.find(ARGV[7], '\0', string.find(ARGV[7], '\0', 1, true) + 1, true)
+  owed = take_listed(KEYS[22], string.sub(ARGV[7], 1, b), 1)[1] or ''
+end
+if ARGV[8] ~= '' and holder ~= '' then
+  local a = string.find(ARGV[8], '\0', 1, true)
+  local offerer, id = string.sub(ARGV[8], 1, a - 1), string.sub(ARGV[8], a + 1)
+  if redis.call('HGET', B.holders, id) == offerer then
+    redis.call('HSET', B.holders, id, holder)
+    redis.call('ZREM', B.holds, ARGV[8])
+    redis.call('ZADD', B.holds, 0, holder .. '\0' .. id)
+  end
+end
 
 -- While more than one admission's worth waits, nothing is claimed: every job enqueued before
 -- this pick must be in line when the turns are decided. The worker picks again at once, and
 -- each call holds the server no longer than one admission.
 local _, left = admit(B, ready, intake)
 if left > 0 then
-  return {{}, {}, 0, 1}
+  return {{}, {}, 0, 1, {}, owed}
 end
 
 if tonumber(ARGV[3]) > 0 then
@@ -86,18 +110,20 @@ end
 
 local pause = redis.call('PTTL', cooldown)
 if pause > 0 then
-  return {{}, expired, pause, 0}
+  return {{}, expired, pause, 0, {}, owed}
 end
 
 local claimed = {}
 local n = tonumber(ARGV[1])
+if owed ~= '' then
+  n = n - 1
+end
 local cap = tonumber(ARGV[4])
 local weights = {}
 if ARGV[5] ~= '' and ARGV[5] ~= '{}' then
   weights = cjson.decode(ARGV[5])
 end
 local until_ms = now + tonumber(ARGV[2])
-local holder = ARGV[6] or ''
 -- The claims' writes wait until every turn is decided (one command per key): meanwhile a
 -- tenant's line is read past the entries already taken, and its lease count is kept here.
 local taken, held, entries, scored, held_by, holds = {}, {}, {}, {}, {}, {}
@@ -249,12 +275,9 @@ if l[2] then
   local d = math.max(0, tonumber(l[2]) - now)
   if wait < 0 or d < wait then wait = d end
 end
-local hint = ARGV[7]
-if not hint then
-  return {claimed, expired, wait, 0}
-end
+local hint = ARGV[9]
 local hinted = {}
-if taken_ids[hint] then
-  hinted = activate_claim(B, KEYS[21], KEYS[22], leases, hint, ARGV[8], ARGV[9], ARGV[10])
+if hint and taken_ids[hint] then
+  hinted = activate_claim(B, KEYS[23], KEYS[24], leases, hint, ARGV[10], ARGV[11], ARGV[12])
 end
-return {claimed, expired, wait, 0, hinted}
+return {claimed, expired, wait, 0, hinted, owed}

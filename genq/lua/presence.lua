@@ -6,10 +6,13 @@ up to 10 holders whose presence has lapsed, it expires every lease they hold (a 
 running job) at once, so that reclaim.lua takes each job back exactly as after a lease expiry.
 Should the lapsed worker wake (a SIGSTOP, a long pause), it finds its leases expired: emit,
 heartbeat and activate refuse them, and a reclaimed job's token is gone. A lapsed holder leaves
-the presence set once all its leases have been expired. Runs when memory is full (it only
-rewrites existing values). Safe to run twice.
+the presence set once all its leases have been expired. A lapsed holder's offer and the jobs
+handed off under it leave their lists (see _lib.lua: those jobs' leases are among the ones
+expired), and a withdrawn presence takes its offer with it. Runs when memory is full (it only
+rewrites existing values, or removes them). Safe to run twice.
 
 KEYS[1] presence zset   KEYS[2] lease set   KEYS[3] holders hash   KEYS[4] holds zset
+KEYS[5] offers list   KEYS[6] hand-offs list
 ARGV[1] holder id   ARGV[2] presence ttl (ms; 0 withdraws the presence)
 Returns the ids of the leases that lapsed with their holder (to reclaim now).
 Events: none.
@@ -23,11 +26,14 @@ if ttl > 0 then
   redis.call('ZADD', presence, now + ttl, holder)
 else
   redis.call('ZREM', presence, holder)
+  take_listed(KEYS[5], holder .. '\0')
 end
 
 local taken = {}
 local lapsed = redis.call('ZRANGEBYSCORE', presence, '-inf', '(' .. int(now), 'LIMIT', 0, 10)
 for _, gone in ipairs(lapsed) do
+  take_listed(KEYS[5], gone .. '\0')
+  take_listed(KEYS[6], gone .. '\0')
   local entries = redis.call('ZRANGEBYLEX', holds, '[' .. gone .. '\0', '(' .. gone .. '\1',
     'LIMIT', 0, PER_HOLDER)
   for _, entry in ipairs(entries) do

@@ -42,6 +42,10 @@
 12. **The waits name the ready set's jobs**: the waits (what the oldest wait is read from)
     hold exactly the ready set's jobs, each since a time no later than now: a job that left
     the line left no entry behind to age.
+13. **Every hand-off is a running job's**: each entry of the hand-offs list names an active
+    job held by the entry's token, in the lease set and filed under the entry's holder, with
+    the record as it is now (nothing changed it since the enqueue started it); each offer is
+    well formed (holder, token, lease ms, cap), at most one per holder.
 """
 
 from __future__ import annotations
@@ -168,6 +172,7 @@ async def check_invariants(
     problems += await check_index(queue)
     problems += await check_usage(queue)
     problems += await check_holds(queue)
+    problems += await check_hand_offs(queue)
     problems += await _check_keys(queue, audit)
     if retention is not None and not problems:
         problems += await _check_retention(queue, audit, retention)
@@ -430,6 +435,31 @@ async def check_holds(queue: Queue) -> list[str]:
     unleased = {job for job, _ in by_hash | by_set} - {_s(job) for job in leased}
     if unleased:
         problems.append(f"holds of jobs without a lease: {sorted(unleased)}")
+    return problems
+
+
+async def check_hand_offs(queue: Queue) -> list[str]:
+    """Invariant 13 (module docstring), over the queue's offers and hand-offs."""
+    redis, k = queue.redis, queue.keys
+    problems = []
+    holders = []
+    for raw in await redis.lrange(k.idle, 0, -1):
+        parts = _s(raw).split("\0")
+        if len(parts) != 4 or not (parts[2].isdigit() and parts[3].isdigit()):
+            problems.append(f"malformed offer {raw!r}")
+        holders.append(parts[0])
+    if len(set(holders)) < len(holders):
+        problems.append(f"more than one offer of one worker: {sorted(holders)}")
+    for raw in await redis.lrange(k.handoffs, 0, -1):
+        holder, token, job_id, fields = _s(raw).split("\0", 3)
+        listed = dict(zip(*[iter(json.loads(fields))] * 2, strict=True))
+        record = {_s(a): _s(b) for a, b in (await redis.hgetall(k.job(job_id))).items()}
+        if record != listed or record.get("status") != "active" or record["token"] != token:
+            problems.append(f"hand-off of {job_id} is not its record as started: {record}")
+        if await redis.zscore(k.leases, job_id) is None:
+            problems.append(f"hand-off of {job_id} without a lease")
+        if _s(await redis.hget(k.holders, job_id)) != holder:
+            problems.append(f"hand-off of {job_id} not filed under {holder}")
     return problems
 
 

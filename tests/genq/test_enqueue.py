@@ -154,10 +154,10 @@ async def test_enqueue_rerun_of_a_new_jobs_call_does_not_duplicate(queue, key):
     script's own shape for that: its id is its nonce, so a record or a key bound to that id can
     only be the call's own."""
     keys, args = enqueue_call(queue, EnqueueItem("p", idempotency_key=key))
-    assert len(keys) + len(args) == (12 if key else 7)  # the shape for one new job
+    assert len(args) == (7 if key else 3)  # the shape for one new job
     first = await queue.scripts.enqueue(keys=keys, args=args)
     second = await queue.scripts.enqueue(keys=keys, args=args)
-    assert first == second == [0, args[0].encode()]
+    assert first == second == [0, args[0].encode(), 0]  # 0: no idle worker's offer listed
     assert await intake_ids(queue) == [args[0]]
     assert int(await queue.redis.get(queue.keys.seq)) == 1
     if key:  # another call with the same key gets the bound job
@@ -168,13 +168,15 @@ async def test_enqueue_rerun_of_a_new_jobs_call_does_not_duplicate(queue, key):
 @pytest.mark.parametrize(
     ("options", "shape"),
     [
-        ({}, 7),  # the values holding their defaults are left off the end
-        ({"priority": -4}, 8),
-        ({"tenant": "acme"}, 9),
-        ({"idempotency_key": "k"}, 12),
-        ({"idempotency_key": "k", "priority": 4, "tenant": "acme", "max_attempts": 5}, 12),
-        ({"job_id": "mine"}, 21),  # a custom id may name a finished job: the items' shape
-        ({"delay": 5}, 21),
+        # a job ready at once sends the 19 hand-off keys too (a new queue's first call), any
+        # other the offers list alone
+        ({}, 7 + 19),  # the values holding their defaults are left off the end
+        ({"priority": -4}, 8 + 19),
+        ({"tenant": "acme"}, 9 + 19),
+        ({"idempotency_key": "k"}, 12 + 19),
+        ({"idempotency_key": "k", "priority": 4, "tenant": "acme", "max_attempts": 5}, 12 + 19),
+        ({"job_id": "mine"}, 21 + 19),  # a custom id may name a finished job: the items' shape
+        ({"delay": 5}, 21 + 1),
     ],
 )
 async def test_enqueue_sends_one_new_job_in_its_own_shape_and_any_other_as_an_item(
@@ -182,8 +184,8 @@ async def test_enqueue_sends_one_new_job_in_its_own_shape_and_any_other_as_an_it
 ):
     keys, args = enqueue_call(queue, EnqueueItem("p", **options))
     assert len(keys) + len(args) == shape
-    code, job_id = await queue.scripts.enqueue(keys=keys, args=args)
-    assert code == 0
+    code, job_id, offers = await queue.scripts.enqueue(keys=keys, args=args)
+    assert (code, offers) == (0, 0)
     job = await queue.get(job_id.decode())
     assert job.payload == "p" and job.tenant == options.get("tenant", "")
     assert job.priority == options.get("priority", 0)
