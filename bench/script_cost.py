@@ -87,10 +87,9 @@ LEFT_OUT = {
         "local created, priority, tenant = '1764600000000',",
     ),
     "sequence": ("rank_of(priority, redis.call('INCR', KEYS[3]))", "rank_of(priority, 5)"),
-    "record": ("    redis.call('HSET', job, unpack(fields))\n", ""),
-    "intake": ("    redis.call('RPUSH', KEYS[1], intake_entry(padded, tenant, rank, id))\n", ""),
-    "doorbell": ("    ring_doorbell(KEYS[2], 1, id)\n", ""),
-    "offers' count": ("    seen = math.min(redis.call('LLEN', KEYS[5]), 1)\n", ""),
+    "record": ("  redis.call('HSET', job, unpack(fields))\n", ""),
+    "intake": ("  redis.call('RPUSH', KEYS[1], intake_entry(padded, tenant, rank, id))\n", ""),
+    "doorbell": ("  if ring_doorbell(KEYS[2], 1, id) == 1 then\n", "  if false then\n"),
 }
 
 

@@ -133,17 +133,18 @@ def one_call(
     at once (a generated id, its own nonce, and no delay) in the script's shape for one new
     job, which sends 3 to 7 arguments instead of 9; any other in its shape for items, with
     ``admitted_in`` (the set a layer's admission adds the id to, :func:`genq.enqueue_admitted`)
-    if given. Either sends the hand-off keys (``Keys.hand_off``: the script starts a job ready
-    at once under an idle worker's offer when no other job is ahead of it) while the queue's
-    last such call saw an offer listed (:func:`note_offers`), else only the offers list (19
-    keys cost a call that hands nothing off a quarter of an enqueue: docs/KNOWN_LIMITS.md)."""
+    if given. A job ready at once goes in the items' shape with the hand-off keys
+    (``Keys.hand_off``: the script starts it under an idle worker's offer when no other job is
+    ahead of it) while the queue's last such call saw an offer listed (:func:`note_offers`);
+    otherwise any call sends only the offers list (the hand-off's keys and path cost a call
+    that hands nothing off a quarter of an enqueue: docs/KNOWN_LIMITS.md)."""
     job_id, nonce, payload, priority, delay_ms, attempts, key, idem_ttl, tenant = args
     k = queue.keys
     hand_off = k.hand_off if queue.offers_seen and not delay_ms else (k.idle,)
-    if job_id == nonce and not delay_ms and admitted_in is None:
+    if job_id == nonce and not delay_ms and admitted_in is None and len(hand_off) == 1:
         # The values that hold their defaults are left off the end (the server pays to read
         # each value): a plain enqueue sends 3 arguments.
-        new_keys = [*new_job_keys(k), keys[0], *hand_off]
+        new_keys = [*new_job_keys(k), keys[0], k.idle]
         if key:
             new_keys.append(keys[2])
             return new_keys, [job_id, payload, attempts, priority, tenant, key, idem_ttl]

@@ -265,6 +265,7 @@ end
 
 -- Wakes up to `count` (default 1, at most 100) idle workers, one ring each. Past 1,000 rings
 -- (no worker listening) the list is cut back to its newest 100, so that happens once per 900.
+-- Returns the list's length after the push (1: every earlier ring was taken).
 -- A ring is '1', or the id of the one job that rang (`hint`): the worker it wakes passes that
 -- id to its pick, which activates the job in the same call when it is the one claimed (an
 -- idle worker then starts a lone job one round trip sooner).
@@ -282,6 +283,7 @@ local function ring_doorbell(signal, count, hint)
   if length > 1000 then
     redis.call('LTRIM', signal, 0, 99)
   end
+  return length
 end
 
 --[[ Hand-offs. A built-in worker about to wait on the doorbell with a free slot appends an

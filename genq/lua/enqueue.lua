@@ -27,14 +27,14 @@ has no key (the scripts read a missing key as '', and settle.lua a missing ttl a
 
 A job ready at once that no other job is ahead of, enqueued alone while a worker waits idle, is
 handed off: started here under that worker's offer (see hand_off below), not put in the intake.
-A call for one job sends either the 19 hand-off keys (Keys.hand_off) or only the first of them,
-the offers list (then the job is never handed off): the producer sends them all while its last
-such call saw an offer listed, which the reply tells.
+A call for one item sends the 19 hand-off keys (Keys.hand_off) or only the first of them, the
+offers list (then its job is never handed off); the shape for one new job sends the offers list
+alone. The producer sends a job ready at once in the items' shape with the hand-off keys while
+its last such call saw an offer listed, which the reply tells.
 
 One new job (the values that hold their defaults are left off the end):
 KEYS[1] intake list         KEYS[2] doorbell list      KEYS[3] sequence counter
-KEYS[4] job record          KEYS[5] the offers list, or KEYS[5..23] the hand-off keys
-then the idempotency key (only with one)
+KEYS[4] job record          KEYS[5] offers list        KEYS[6] idempotency key (only with one)
 ARGV[1] job id (and nonce), ARGV[2] encoded payload, ARGV[3] max attempts, then as far as
 needed: ARGV[4] priority ('0'), ARGV[5] tenant ('' for the default one), ARGV[6] idempotency
 key, ARGV[7] idempotency ttl (ms)
@@ -56,7 +56,9 @@ item is enqueued only if its id is there); and after it, the offers list or the 
 
 Returns {code, id} per item, one flat list: 0 created, 1 deduplicated (id is the bound job's),
 2 id is live, 7 not admitted (KEYS[13] does not hold the id; nothing was written); with the
-offers list, a third value: 1 when an offer is listed (or the job was handed off), else 0.
+offers list, a third value: 1 when an offer is listed (or the job was handed off), else 0 (the
+shape for one new job reads the list only when its ring is the doorbell's only one: rings that
+pile up mean no worker waits).
 Events: none.
 ]]
 
@@ -97,17 +99,12 @@ local function record(id, nonce, status, payload, attempts, rank, created, key, 
   return fields
 end
 
-local HAND_OFF_KEYS = 19
--- Made below, past the return of a call for one new job that sent the offers list alone:
--- making it and the helpers it needs would be a share of every such call.
-local hand_off
-
 -- One new job, straight through, sent with only the keys and arguments it needs: fewer values
 -- to read, and it returns before the items' path makes its inner functions and the helpers
 -- only that path uses: the server does markedly less work than for the same enqueue through
 -- the items' path (bench/script_cost.py counts it; docs/KNOWN_LIMITS.md).
-local function new_job()
-  local job, idem = KEYS[4], KEYS[#KEYS]
+if #ARGV < NARGS then
+  local job, idem = KEYS[4], KEYS[6]
   local id, key = ARGV[1], ARGV[6] or ''
   if key ~= '' then
     local bound = redis.call('GET', idem)
@@ -126,20 +123,18 @@ local function new_job()
   local padded = pad_ms(created)
   local fields = record(id, id, 'waiting', ARGV[2], ARGV[3], rank, created, key, ARGV[7],
     priority, tenant)
-  local seen = 1
-  if not (hand_off and hand_off(5, job, id, tenant, created, padded, fields)) then
-    redis.call('RPUSH', KEYS[1], intake_entry(padded, tenant, rank, id))
-    redis.call('HSET', job, unpack(fields))
-    ring_doorbell(KEYS[2], 1, id)
+  redis.call('RPUSH', KEYS[1], intake_entry(padded, tenant, rank, id))
+  redis.call('HSET', job, unpack(fields))
+  -- Whether an idle worker's offer is listed, read only when the ring does not pile up on
+  -- rings no worker took (then no worker waits, and none offers).
+  local seen = 0
+  if ring_doorbell(KEYS[2], 1, id) == 1 then
     seen = math.min(redis.call('LLEN', KEYS[5]), 1)
   end
   if key ~= '' then
     redis.call('SET', idem, id)
   end
   return {0, id, seen}
-end
-if #ARGV < NARGS and #KEYS < 4 + HAND_OFF_KEYS then
-  return new_job()
 end
 
 --[[ The hand-off (see _lib.lua). The job (its record's fields, as record() lays them out,
@@ -154,7 +149,8 @@ something is ahead, the offer goes back to the head of its list and nothing is w
 at: the index of the first hand-off key (Keys.hand_off: the offers, the hand-offs, the ready
 set, the cooldown, the scheduled set, the lease set, then the books). Returns whether the job
 was handed off (its record then written). ]]
-hand_off = function(at, job, id, tenant, created, padded, fields)
+local HAND_OFF_KEYS = 19
+local function hand_off(at, job, id, tenant, created, padded, fields)
   local offers = KEYS[at]
   local offer = redis.call('LPOP', offers)
   if not offer then
@@ -195,10 +191,6 @@ hand_off = function(at, job, id, tenant, created, padded, fields)
   redis.call('RPUSH', KEYS[at + 1],
     holder .. '\0' .. token .. '\0' .. id .. '\0' .. cjson.encode(fields))
   return true
-end
-
-if #ARGV < NARGS then
-  return new_job()
 end
 
 local intake, scheduled, rank_hash, dead, signal, seq, index, tindex, expiry =

@@ -227,9 +227,10 @@ async def test_a_burst_at_idle_workers_runs_each_job_once(queue: Queue) -> None:
 async def test_an_enqueue_sends_the_hand_off_keys_while_the_last_one_saw_an_offer(
     queue: Queue,
 ) -> None:
-    # 19 keys cost a call that hands nothing off a quarter of an enqueue: a producer sends
-    # them while its last enqueue of one job saw an idle worker's offer listed (a new queue
-    # object assumes one), else only the offers list, whose length the reply gives.
+    # The hand-off's keys and path cost a call that hands nothing off a quarter of an enqueue:
+    # a producer sends a job ready at once as an item with them while its last enqueue of one
+    # job saw an idle worker's offer listed (a new queue object assumes one), else only the
+    # offers list, whose length the reply gives (when the doorbell holds no other ring).
     sent: list[int] = []
     real = queue.scripts.enqueue
 
@@ -241,12 +242,14 @@ async def test_an_enqueue_sends_the_hand_off_keys_while_the_last_one_saw_an_offe
     first = await queue.enqueue("no worker waits")
     second = await queue.enqueue("still none")
     await queue.redis.rpush(queue.keys.idle, make_offer(queue, "w1", 30.0))
+    await queue.redis.delete(queue.keys.signal)  # as the waiting worker took the rings
     third = await queue.enqueue("behind the others: not handed off, but an offer is listed")
     await queue.admit()
     for job in (first, second, third):
         await queue.cancel(job.id)
     handed = await queue.enqueue("handed off", job_id="named")
-    assert sent == [4 + 19, 4 + 1, 4 + 1, 12 + 19]
+    # the first as an item with the hand-off's keys, then in the shape for one new job
+    assert sent == [12 + 19, 4 + 1, 4 + 1, 12 + 19]
     assert [(await queue.get(j.id)).status for j in (third, handed)] == [
         JobStatus.CANCELLED, JobStatus.ACTIVE,
     ]  # fmt: skip

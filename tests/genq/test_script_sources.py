@@ -96,15 +96,12 @@ def test_each_helper_is_defined_before_the_code_first_names_it(name: str) -> Non
 
 
 def test_a_helper_is_made_where_the_script_first_needs_it() -> None:
-    # enqueue.lua returns from its path for one new job before the items' path, whose helpers
-    # (reindex and what it calls) come only after it; a new job sent with the offers list
-    # alone returns before the hand-off and its helpers are made.
+    # enqueue.lua returns from its path for one new job before the hand-off and the items'
+    # path, whose helpers (books_at, reindex and what they call) come only after it.
     text = source("enqueue")
-    light = text.index("if #ARGV < NARGS and #KEYS < 4 + HAND_OFF_KEYS then")
     new_job = text.index("if #ARGV < NARGS then")
-    assert text.index("local function now_digits") < light
-    assert light < text.index("local function books_at") < text.index("hand_off = function")
-    assert light < text.index("local function index_add") < new_job
+    assert text.index("local function now_digits") < new_job
+    assert new_job < text.index("local function books_at") < text.index("local function hand_off")
     assert text.index("local function reindex") > new_job
     assert text.index("local function index_drop") > new_job
 
