@@ -57,8 +57,8 @@ item is enqueued only if its id is there); and after it, the offers list or the 
 Returns {code, id} per item, one flat list: 0 created, 1 deduplicated (id is the bound job's),
 2 id is live, 7 not admitted (KEYS[13] does not hold the id; nothing was written); with the
 offers list, a third value: 1 when an offer is listed (or the job was handed off), else 0 (the
-shape for one new job reads the list only when its ring is the doorbell's only one: rings that
-pile up mean no worker waits).
+list is read only when the call's ring, if it rang, is the doorbell's only one: rings that pile
+up mean no worker waits).
 Events: none.
 ]]
 
@@ -295,11 +295,13 @@ end
 
 if single then
   local replies = {enqueue(0)}
+  local rings = 1
   if rung > 0 then
-    ring_doorbell(signal, 1, replies[2])  -- named: the woken worker's pick activates it
+    rings = ring_doorbell(signal, 1, replies[2])  -- named: the woken worker's pick activates it
   end
   if offers then
-    replies[3] = handed and 1 or math.min(redis.call('LLEN', offers), 1)
+    -- as for one new job: rings piling up mean no worker waits
+    replies[3] = (handed or rings == 1 and redis.call('LLEN', offers) > 0) and 1 or 0
   end
   return replies
 end

@@ -123,6 +123,7 @@ async def _scheduled_due(queue: Queue) -> None:
 )  # fmt: skip
 async def test_nothing_is_handed_off_while_something_is_ahead(queue: Queue, ahead: Any) -> None:
     await ahead(queue)
+    await queue.redis.delete(queue.keys.signal)  # as waiting workers take the rings
     offer = make_offer(queue, "w1", 30.0)
     await queue.redis.rpush(queue.keys.idle, offer, make_offer(queue, "w2", 30.0))
     queue.offers_seen = True  # the call sends the hand-off keys
