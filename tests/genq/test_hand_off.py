@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from genq import ActiveJob, EnqueueItem, JobStatus, Queue, _worker
+from genq import ActiveJob, EnqueueItem, JobStatus, Queue, _worker, enqueue_admitted
 from genq._calls import presence_call
 from genq._reserve import HandOff, make_offer, pick_hinted, reclaim
 from tests.faults.invariants import check_invariants
@@ -96,7 +96,21 @@ async def test_a_named_job_and_an_admitted_one_are_handed_off_too(queue: Queue) 
     [raw] = await queue.redis.lrange(queue.keys.handoffs, 0, -1)
     assert HandOff.parse(raw).holder == "w1"
     assert len(await queue.redis.lrange(queue.keys.idle, 0, -1)) == 1  # w2's is still there
-    await check_invariants(queue, [named.id, later.id], settled=False)
+
+    # a layer's admission in the same write (the gateway's), then the enqueue hands it off
+    admitted_in = queue.extra_key("admitted")
+    admit = queue.redis.register_script("redis.call('ZADD', KEYS[1], 0, ARGV[1]) return 1")
+    admitted = await enqueue_admitted(
+        queue, EnqueueItem("admitted", job_id="gen_admitted"),
+        (admit, [admitted_in], ["gen_admitted"]), admitted_in,
+    )  # fmt: skip
+    assert admitted.enqueued is not None and admitted.enqueued.id == "gen_admitted"
+    assert (await queue.get("gen_admitted")).status == JobStatus.ACTIVE
+    holders = [
+        HandOff.parse(r).holder for r in await queue.redis.lrange(queue.keys.handoffs, 0, -1)
+    ]
+    assert holders == ["w1", "w2"]
+    await check_invariants(queue, [named.id, later.id, "gen_admitted"], settled=False)
 
 
 async def _cooling(queue: Queue) -> None:
