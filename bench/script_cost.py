@@ -87,8 +87,15 @@ LEFT_OUT = {
         "local created, priority, tenant = '1764600000000',",
     ),
     "sequence": ("rank_of(priority, redis.call('INCR', KEYS[3]))", "rank_of(priority, 5)"),
-    "record": ("  redis.call('HSET', job, unpack(fields))\n", ""),
-    "intake": ("  redis.call('RPUSH', KEYS[1], intake_entry(padded, tenant, rank, id))\n", ""),
+    "record": (
+        "  redis.call('HSET', job, unpack(record(id, id, 'waiting', ARGV[2], ARGV[3], rank, "
+        "created, key,\n    ARGV[7], priority, tenant)))\n",
+        "",
+    ),
+    "intake": (
+        "  redis.call('RPUSH', KEYS[1], intake_entry(pad_ms(created), tenant, rank, id))\n",
+        "",
+    ),
     "doorbell": ("  if ring_doorbell(KEYS[2], 1, id) == 1 then\n", "  if false then\n"),
 }
 

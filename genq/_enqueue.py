@@ -140,8 +140,8 @@ def one_call(
     that hands nothing off a quarter of an enqueue: docs/KNOWN_LIMITS.md)."""
     job_id, nonce, payload, priority, delay_ms, attempts, key, idem_ttl, tenant = args
     k = queue.keys
-    hand_off = k.hand_off if queue.offers_seen and not delay_ms else (k.idle,)
-    if job_id == nonce and not delay_ms and admitted_in is None and len(hand_off) == 1:
+    handing = queue.offers_seen and not delay_ms
+    if job_id == nonce and not delay_ms and admitted_in is None and not handing:
         # The values that hold their defaults are left off the end (the server pays to read
         # each value): a plain enqueue sends 3 arguments.
         new_keys = [*new_job_keys(k), keys[0], k.idle]
@@ -151,6 +151,7 @@ def one_call(
         rest = (priority, tenant) if tenant else (priority,) if priority else ()
         return new_keys, [job_id, payload, attempts, *rest]
     admitted = () if admitted_in is None else (admitted_in,)
+    hand_off = k.hand_off if handing else (k.idle,)
     return [*static_keys(k), *keys, *admitted, *hand_off], list(args)
 
 

@@ -120,11 +120,9 @@ if #ARGV < NARGS then
   end
   local created, priority, tenant = now_digits(), ARGV[4] or '0', ARGV[5] or ''
   local rank = rank_of(priority, redis.call('INCR', KEYS[3]))
-  local padded = pad_ms(created)
-  local fields = record(id, id, 'waiting', ARGV[2], ARGV[3], rank, created, key, ARGV[7],
-    priority, tenant)
-  redis.call('RPUSH', KEYS[1], intake_entry(padded, tenant, rank, id))
-  redis.call('HSET', job, unpack(fields))
+  redis.call('RPUSH', KEYS[1], intake_entry(pad_ms(created), tenant, rank, id))
+  redis.call('HSET', job, unpack(record(id, id, 'waiting', ARGV[2], ARGV[3], rank, created, key,
+    ARGV[7], priority, tenant)))
   -- Whether an idle worker's offer is listed, read only when the ring does not pile up on
   -- rings no worker took (then no worker waits, and none offers).
   local seen = 0
