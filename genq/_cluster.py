@@ -154,7 +154,13 @@ async def server_time(redis: RedisClient, key: str) -> tuple[int, int]:
         seconds, micros = await redis.time()
     else:
         await redis.initialize()  # the slot map is loaded on first use
-        seconds, micros = await redis.time(target_nodes=redis.get_node_from_key(key))
+        try:
+            seconds, micros = await redis.time(target_nodes=redis.get_node_from_key(key))
+        except (ConnectionError, TimeoutError, OSError):
+            # redis-py retries no command sent to named nodes: after a failover the first one
+            # can meet a pooled connection the old primary closed. That connection is dropped
+            # now; the node is looked up again, once.
+            seconds, micros = await redis.time(target_nodes=redis.get_node_from_key(key))
     return int(seconds), int(micros)
 
 
