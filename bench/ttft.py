@@ -72,30 +72,50 @@ MESSAGES: list[Any] = [{"role": "user", "content": "How long until the first tok
 Call = Callable[[], Awaitable[float]]
 
 
-def chat_call(client: AsyncOpenAI, model: str, moments: list[Moments] | None = None) -> Call:
-    """A streamed chat completion; returns its time to first token, having read it all. With
-    ``moments``, each call's message carries its number (the fake provider's record of it is
-    found by it) and its instants are kept."""
+def chat_call(
+    client: AsyncOpenAI, model: str, kind: str, moments: list[Moments], events: Events | None = None
+) -> Call:
+    """A streamed chat completion; returns its time to first token, having read it all. Each
+    call's message carries its kind and number (the fake provider's record of it is found by
+    it) and its instants are kept. Through genq (``events``: the Redis holding the queue's
+    streams, and the queue's prefix), the first chunk's id names the job: its record's instants
+    and the moment its stream first held text are kept too."""
 
     async def call() -> float:
-        messages = MESSAGES
-        if moments is not None:
-            messages = [{"role": "user", "content": marker("straight", len(moments))}]
+        messages = [{"role": "user", "content": marker(kind, len(moments))}]
         started = time.monotonic()
         moment = Moments(called=started)
         first: float | None = None
+        written: asyncio.Task[float] | None = None
+        job_id = ""
         stream = await client.chat.completions.create(model=model, messages=messages, stream=True)
+        moment.answered = time.monotonic()
         async for chunk in stream:
+            if events is not None and written is None:
+                job_id = chunk.id.removeprefix("chatcmpl-")
+                written = asyncio.create_task(first_written(events[0], events[1].events(job_id)))
             if first is None and chunk.choices and chunk.choices[0].delta.content:
                 moment.received = time.monotonic()
                 first = moment.received - started
         if first is None:
             raise RuntimeError(f"{model}: the stream had no text")
-        if moments is not None:
-            moments.append(moment)
+        if events is not None and written is not None:
+            moment.written = await asyncio.wait_for(written, 5)
+            await record_moments(events[0], events[1], job_id, moment)
+        moments.append(moment)
         return first
 
     return call
+
+
+Events = tuple[Any, genq.Keys]
+
+
+async def record_moments(redis: Any, keys: genq.Keys, job_id: str, moment: Moments) -> None:
+    """The record's created_at and started_at (whole milliseconds), onto the monotonic clock."""
+    created, started = await redis.hmget(keys.job(job_id), "created_at", "started_at")
+    moment.created = int(created) / 1000 - WALL_TO_MONOTONIC
+    moment.started = int(started) / 1000 - WALL_TO_MONOTONIC
 
 
 def marker(kind: str, number: int) -> str:
@@ -104,10 +124,11 @@ def marker(kind: str, number: int) -> str:
 
 @dataclass
 class Moments:
-    """Where one native call's time went: ``time.monotonic()`` instants (one clock for every
+    """Where one call's time went: ``time.monotonic()`` instants (one clock for every
     process of the machine), the record's two in wall milliseconds turned onto it."""
 
     called: float
+    answered: float = 0.0  # the call's response headers came (a chat call's)
     created: float = 0.0  # the record's created_at: the enqueue script ran
     started: float = 0.0  # the record's started_at: a worker picked and activated it
     provider_called: float = 0.0  # the fake provider received the worker's request
@@ -123,6 +144,11 @@ STEPS = (
     ("first chunk at provider", "provider_called", "provider_first"),
     ("written to Redis", "provider_first", "written"),
     ("read by tail, sent, parsed", "written", "received"),
+)
+CHAT_STEPS = (
+    ("answered (headers)", "called", "answered"),
+    ("enqueue", "called", "created"),
+    *STEPS[1:],
 )
 STRAIGHT_STEPS = (
     ("provider call start", "called", "provider_called"),
@@ -238,9 +264,10 @@ async def measure(
     genq_chat = AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key=DEV_KEY, max_retries=0)
     redis = aioredis.Redis.from_url(stack.redis_url)
     async with AsyncClient(stack.base_url, DEV_KEY) as native, redis:
+        keys = genq.Keys(stack.queue_prefix("openai"))
         calls = {
-            "straight": chat_call(straight, MODEL, kinds["straight"]),
-            "chat": chat_call(genq_chat, GENQ_MODEL),
+            "straight": chat_call(straight, MODEL, "straight", kinds["straight"]),
+            "chat": chat_call(genq_chat, GENQ_MODEL, "chat", kinds["chat"], (redis, keys)),
             "native": native_call(native, redis, stack.queue_prefix("openai"), kinds["native"]),
         }
         first = {kind: await call() for kind, call in calls.items()}
@@ -258,23 +285,20 @@ async def measure(
 
 
 def report_breakdown(kinds: dict[str, list[Moments]]) -> None:
-    """Each step of the native calls, and of the straight ones for comparison: mean and p50 of
-    its span. The record's instants are whole milliseconds, so the steps that end or start at
-    one are right on average (the mean), not call by call."""
+    """Each step of the chat and native calls, and of the straight ones for comparison: mean
+    and p50 of its span. The record's instants are whole milliseconds, so the steps that end or
+    start at one are right on average (the mean), not call by call."""
     ms = 1000.0
 
     def line(name: str, spans: list[float]) -> str:
         mean, p50 = statistics.fmean(spans) * ms, statistics.median(spans) * ms
         return f"  {name:27} mean {mean:6.2f} ms   p50 {p50:6.2f} ms"
 
-    native = kinds["native"]
-    print(f"where a native call's time to first token went ({len(native)} calls):")
-    for name, start, end in STEPS:
-        print(line(name, [getattr(m, end) - getattr(m, start) for m in native]))
-    straight = kinds["straight"]
-    print(f"the same steps of a straight call ({len(straight)} calls):")
-    for name, start, end in STRAIGHT_STEPS:
-        print(line(name, [getattr(m, end) - getattr(m, start) for m in straight]))
+    for kind, steps in (("chat", CHAT_STEPS), ("native", STEPS), ("straight", STRAIGHT_STEPS)):
+        moments = kinds[kind]
+        print(f"where a {kind} call's time to first token went ({len(moments)} calls):")
+        for name, start, end in steps:
+            print(line(name, [getattr(m, end) - getattr(m, start) for m in moments]))
 
 
 def report(
@@ -340,7 +364,7 @@ def main(args: argparse.Namespace) -> None:
                 )
                 load.start()
                 time.sleep(seconds + 1)  # measured once all of them are streaming
-            kinds: dict[str, list[Moments]] = {"straight": [], "native": []}
+            kinds: dict[str, list[Moments]] = {"straight": [], "chat": [], "native": []}
             times, first = asyncio.run(measure(args, stack, fake_url, kinds))
         except BaseException:
             print(stack.logs())

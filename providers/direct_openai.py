@@ -68,6 +68,7 @@ from openai.resources.chat.completions import AsyncCompletions
 from openai.types.chat import ChatCompletion
 
 from genq import PatchGuard, pinned
+from providers import openai_requests
 from providers._lean_streams import anyone_reads_the_response
 from providers._litellm import litellm
 from providers.deltas import Delta, ToolCallPiece, tool_call_pieces, usage_counts
@@ -343,8 +344,13 @@ async def _post_stream(sdk: AsyncOpenAI, body: dict[str, Any]) -> AsyncStream[An
     """The SDK's own request path below ``chat.completions.create``: that method first walks
     the body against its parameter types (a fraction of a millisecond per request), which for
     the plain JSON :func:`serves` admits changes nothing (the tests compare the bodies the
-    server receives either way). The stream's chunk type is ``object``, for which the SDK
-    yields the JSON it parsed as it is (an error event still raises its ``APIError``)."""
+    server receives either way). The request is the SDK's first one for the client, with
+    this body (:mod:`providers.openai_requests`), or where that is off, built by ``post``.
+    The stream's chunk type is ``object``, for which the SDK yields the JSON it parsed as it
+    is (an error event still raises its ``APIError``)."""
+    fast = await openai_requests.sender(sdk, "/chat/completions")
+    if fast is not None:
+        return await fast.send(body)
     return await sdk.post(
         "/chat/completions",
         body=body,
