@@ -2,20 +2,23 @@
 
 The index is two sorted sets read by lexical range (``Keys.index``: ``<status>\\0<created
 ms>\\0<id>``; ``Keys.tenant_index``: the same behind ``<tenant>\\0``), so one status, or one
-tenant's status, is one range in creation order. A listing runs newest first and pages by
-position (the ``"<ms>:<job id>"`` cursor dead-letter listings use), so paging while jobs come,
-go and change status never repeats a job and never skips one that kept its status all along.
-Without a status the listing merges the six ranges' pages. A listing or a count first admits
-the jobs still in the intake (:meth:`genq.Queue.admit`), so a waiting job is listed even while
-no worker picks.
+tenant's status, is one range in creation order. An active job stays listed as waiting (its
+activation moves no entry): the active jobs are the lease set's whose records say so, few
+because each holds a lease, and the waiting range is read past them. A listing runs newest
+first and pages by position (the ``"<ms>:<job id>"`` cursor dead-letter listings use), so
+paging while jobs come, go and change status never repeats a job and never skips one that
+kept its status all along. Without a status the listing merges the six statuses' pages. A
+listing or a count first admits the jobs still in the intake (:meth:`genq.Queue.admit`), so a
+waiting job is listed even while no worker picks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ._dead_letters import format_cursor, parse_cursor
+from ._events import as_text
 from ._job import Job
 from ._keys import check_tenant
 from ._queue_base import QueueBase
@@ -96,21 +99,31 @@ async def list_ids(
         check_tenant(tenant)
     key = queue.keys.index if tenant is None else queue.keys.tenant_index
     position = parse_cursor(cursor) if cursor is not None else None
+    statuses = statuses_for(status)
     await queue.admit()
+    leased = await _leased(queue, statuses)
+    ranges = [listed for listed in statuses if listed != ACTIVE]
     async with queue.redis.pipeline(transaction=False) as pipe:
-        for listed in statuses_for(status):
+        for job_id in leased:
+            pipe.hmget(queue.keys.job(job_id), "status", "created_at", "tenant")
+        for listed in ranges:
             prefix = _prefix(listed, tenant)
             if position is None:
                 top = b"(" + prefix[:-1] + b"\1"
             else:
                 top = b"(" + prefix + _created(position[0]) + b"\0" + position[1].encode()
-            pipe.zrevrangebylex(key, top, b"[" + prefix, start=0, num=limit + 1)
+            # the waiting range also lists the active jobs: read past as many as there are
+            num = limit + 1 + (len(leased) if listed == WAITING else 0)
+            pipe.zrevrangebylex(key, top, b"[" + prefix, start=0, num=num)
         replies = await pipe.execute()
-    rows = sorted(
-        (_entry_position(entry) for reply in replies for entry in reply),
-        key=lambda row: (row[0], row[1].encode()),
-        reverse=True,
-    )
+    active = _active(leased, replies[: len(leased)], tenant)
+    rows = [row for row in active if position is None or _below(row, position)]
+    if ACTIVE not in statuses:
+        rows = []
+    running = {job_id for _, job_id in active}
+    for reply in replies[len(leased) :]:
+        rows += (row for row in map(_entry_position, reply) if row[1] not in running)
+    rows.sort(key=lambda row: (row[0], row[1].encode()), reverse=True)
     page = rows[:limit]
     more = len(rows) > limit
     next_cursor = format_cursor((page[-1][1], page[-1][0])) if more else None
@@ -123,12 +136,55 @@ async def count_jobs(queue: QueueBase, tenant: str | None = None) -> dict[str, i
         check_tenant(tenant)
     key = queue.keys.index if tenant is None else queue.keys.tenant_index
     await queue.admit()
+    leased = await _leased(queue, LISTED)
     async with queue.redis.pipeline(transaction=False) as pipe:
+        for job_id in leased:
+            pipe.hmget(queue.keys.job(job_id), "status", "created_at", "tenant")
         for status in LISTED:
             prefix = _prefix(status, tenant)
             pipe.zlexcount(key, b"[" + prefix, b"(" + prefix[:-1] + b"\1")
-        counts = await pipe.execute()
-    return dict(zip(LISTED, (int(n) for n in counts), strict=True))
+        replies = await pipe.execute()
+    counts = dict(zip(LISTED, (int(n) for n in replies[len(leased) :]), strict=True))
+    active = _active(leased, replies[: len(leased)], tenant)
+    counts[ACTIVE] = len(active)
+    if active:
+        # The active jobs listed as waiting (a job that was running while an older genq
+        # listed it as active has no such entry: the count must not go below the listing).
+        prefix = _prefix(WAITING, tenant)
+        entries = [(prefix + _created(ms)).decode() + f"\0{job_id}" for ms, job_id in active]
+        listed = await queue.redis.zmscore(key, entries)
+        counts[WAITING] -= sum(score is not None for score in listed)
+    return counts
+
+
+ACTIVE, WAITING = JobStatus.ACTIVE.value, JobStatus.WAITING.value
+
+
+async def _leased(queue: QueueBase, statuses: tuple[str, ...]) -> list[str]:
+    """The ids in the lease set (claimed or active jobs), when the listing needs them."""
+    if ACTIVE not in statuses and WAITING not in statuses:
+        return []
+    leased = cast(list[bytes], await queue.redis.zrange(queue.keys.leases, 0, -1))
+    return [as_text(job_id) for job_id in leased]
+
+
+def _active(leased: list[str], states: list[Any], tenant: str | None) -> list[tuple[int, str]]:
+    """(created ms, id) of the leased jobs whose records say active, of ``tenant`` if given
+    (``states``: each record's status, created_at and tenant)."""
+    rows = []
+    for job_id, (status, created, owner) in zip(leased, states, strict=True):
+        if status is None or as_text(status) != ACTIVE or created is None:
+            continue
+        if tenant is not None and as_text(owner or b"") != tenant:
+            continue
+        rows.append((int(created), job_id))
+    return rows
+
+
+def _below(row: tuple[int, str], position: tuple[int, str]) -> bool:
+    """Whether ``row`` comes after the cursor's ``position`` in a newest-first listing, as
+    the index's lexical order has it."""
+    return (row[0], row[1].encode()) < (position[0], position[1].encode())
 
 
 async def read_jobs(queue: QueueBase, ids: list[str]) -> list[Job]:

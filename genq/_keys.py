@@ -98,7 +98,8 @@ class Keys:
 
     @cached_property
     def index(self) -> str:
-        """zset, scores 0: ``<status>\\0<created ms, 15 digits>\\0<id>`` per job (the job index)."""
+        """zset, scores 0: ``<status>\\0<created ms, 15 digits>\\0<id>`` per job (the job index;
+        an active job is listed as ``waiting``: genq/_job_index.py)."""
         return f"{self.tag}:index"
 
     @cached_property

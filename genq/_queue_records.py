@@ -58,8 +58,10 @@ class Records(QueueBase):
         limit: int = 50,
         cursor: str | None = None,
     ) -> IdPage:
-        """:meth:`jobs` without reading the records: the ids of a page, from the index alone
-        (an operator's "all of a status" needs only those)."""
+        """:meth:`jobs` without reading the records of the page: its ids, from the index (and,
+        for waiting and active jobs, the lease set and the status of the leased jobs' records:
+        an active job is listed as waiting in the index). An operator's "all of a status" needs
+        only those."""
         return await list_ids(self, status, tenant, limit, cursor)
 
     async def job_counts(self, tenant: str | None = None) -> dict[str, int]:

@@ -89,28 +89,36 @@ local function pad_rank(n)
   return string.format('%016d', n)
 end
 
--- Appends the attempt that just ended to the record's history: a JSON list of {attempt,
--- started_at, ended_at (ms), outcome, error, label, usage}, the newest 50 kept. metered is the
+-- The record's history with the attempt that just ended appended: a JSON list of {attempt,
+-- started_at, ended_at (ms), outcome, error, label, usage}, the newest 50 kept. attempt,
+-- started_at and history are the record's fields (false when absent); metered is the
 -- attempt's usage as meter() decoded it, or nil.
-local function record_attempt(job, now, outcome, err, metered)
-  local f = redis.call('HMGET', job, 'attempt', 'started_at', 'history')
-  local history = {}
-  if f[3] and f[3] ~= '' then
-    history = cjson.decode(f[3])
+local function attempt_history(attempt, started_at, history, now, outcome, err, metered)
+  local list = {}
+  if history and history ~= '' then
+    list = cjson.decode(history)
   end
   local entry = {
-    attempt = tonumber(f[1]), started_at = tonumber(f[2]), ended_at = now, outcome = outcome,
-    error = err,
+    attempt = tonumber(attempt), started_at = tonumber(started_at), ended_at = now,
+    outcome = outcome, error = err,
   }
   if metered then
     entry.label = metered.label
     entry.usage = metered.usage
   end
-  history[#history + 1] = entry
-  while #history > 50 do
-    table.remove(history, 1)
+  list[#list + 1] = entry
+  while #list > 50 do
+    table.remove(list, 1)
   end
-  redis.call('HSET', job, 'history', cjson.encode(history))
+  return cjson.encode(list)
+end
+
+-- Appends the attempt that just ended to the record's history (attempt_history), for a script
+-- that has not read those fields.
+local function record_attempt(job, now, outcome, err, metered)
+  local f = redis.call('HMGET', job, 'attempt', 'started_at', 'history')
+  redis.call('HSET', job, 'history', attempt_history(f[1], f[2], f[3], now, outcome, err,
+    metered))
 end
 
 --[[ Metering: the usage an attempt reports (ActiveJob.meter), added once, by the script that
@@ -118,13 +126,17 @@ settles the attempt. metered (JSON, '' for none) = {label, counts = {name = n}, 
 counted}. The record's usage field sums the counts of every attempt (and says whether any was
 estimated); when counted, each count is also added to the day's and the all-time counters,
 field "<tenant>\0<label>\0<name>", with "attempts" (and "estimated_attempts") beside them.
-Returns {label, usage = counts + estimated} for the history entry, or nil. ]]
-local function meter(job, metered, tenant, day_counters, all_counters, day_ttl)
+raw: the record's usage field when the script has read it (false when absent), nil when not.
+Returns {label, usage = counts + estimated} for the history entry, or nil, and the record's
+usage field after (raw's value when nothing was metered). ]]
+local function meter(job, metered, tenant, day_counters, all_counters, day_ttl, raw)
   if metered == '' then
-    return nil
+    return nil, raw
   end
   local m = cjson.decode(metered)
-  local raw = redis.call('HGET', job, 'usage')
+  if raw == nil then
+    raw = redis.call('HGET', job, 'usage')
+  end
   local totals = {}
   if raw and raw ~= '' then
     totals = cjson.decode(raw)
@@ -144,7 +156,8 @@ local function meter(job, metered, tenant, day_counters, all_counters, day_ttl)
   end
   usage.estimated = m.estimated
   totals.estimated = totals.estimated == true or m.estimated
-  redis.call('HSET', job, 'usage', cjson.encode(totals))
+  local encoded = cjson.encode(totals)
+  redis.call('HSET', job, 'usage', encoded)
   if m.counted then
     count('attempts', 1)
     if m.estimated then
@@ -154,15 +167,17 @@ local function meter(job, metered, tenant, day_counters, all_counters, day_ttl)
       redis.call('PEXPIRE', day_counters, day_ttl)
     end
   end
-  return {label = m.label, usage = usage}
+  return {label = m.label, usage = usage}, encoded
 end
 
 --[[ Job index. Every job is listed under its status, for the queue (index) and for its tenant
 (tindex), ordered by the millisecond it was created, so a listing pages newest first by a
-position that does not move while the job keeps its status. The script that changes a job's
+position that does not move while the job keeps its status. An active job stays listed as
+waiting: the active ones are few (each holds a lease) and genq/_job_index.py finds them in the
+lease set, so an activation and a release move no entry. The script that changes a job's
 status moves it (reindex, called before the status is written). A finished job's entries leave
-with its record: finish() files them in expiry under the record's expiry, and pick.lua drops
-the due ones. ]]
+with its record: finish_read() files them in expiry under the record's expiry, and pick.lua
+drops the due ones. ]]
 
 -- A function rather than a table of the three: a script makes its helpers on every call, and
 -- a table costs several times as much to make as a function.
@@ -170,8 +185,16 @@ local function finished(status)
   return status == 'completed' or status == 'failed' or status == 'cancelled'
 end
 
+-- The status a job is listed under (see above).
+local function listed_as(status)
+  if status == 'active' then
+    return 'waiting'
+  end
+  return status
+end
+
 local function index_entry(status, created, id)
-  return status .. '\0' .. pad_ms(created) .. '\0' .. id
+  return listed_as(status) .. '\0' .. pad_ms(created) .. '\0' .. id
 end
 
 local function index_add(B, tenant, status, created, id)
@@ -190,6 +213,24 @@ local function expiry_entry(status, tenant, created, id)
   return status .. '\0' .. tenant .. '\0' .. pad_ms(created) .. '\0' .. id
 end
 
+-- Moves a job's index entries from status `from` (false or nil: not listed) to `to` (nil: out
+-- of the index), given its record's tenant, creation time and id: for a script that read them
+-- with the rest of the record.
+local function index_move(B, tenant, from, to, created, id)
+  if not id or (from and to and listed_as(from) == listed_as(to)) then
+    return
+  end
+  if from then
+    index_drop(B, tenant, from, created, id)
+    if finished(from) then
+      redis.call('ZREM', B.expiry, expiry_entry(from, tenant, created, id))
+    end
+  end
+  if to then
+    index_add(B, tenant, to, created, id)
+  end
+end
+
 -- Moves the job's index entries from its current status to `to` (nil: out of the index).
 -- Returns the record's tenant, creation time and id (nil when there is no record).
 local function reindex(B, job, to)
@@ -198,38 +239,43 @@ local function reindex(B, job, to)
   if not id then
     return nil
   end
-  if f[1] then
-    index_drop(B, tenant, f[1], created, id)
-    if finished(f[1]) then
-      redis.call('ZREM', B.expiry, expiry_entry(f[1], tenant, created, id))
-    end
-  end
-  if to then
-    index_add(B, tenant, to, created, id)
-  end
+  index_move(B, tenant, f[1], to, created, id)
   return tenant, created, id
 end
 
--- Stamps a terminal status, writes the terminal event and starts the retention clock (a ttl of
--- 0 keeps the job forever).
-local function finish(B, job, events, status, now, data, ttl_ms, maxlen)
-  local tenant, created, id = reindex(B, job, status)
-  redis.call('HSET', job, 'status', status, 'finished_at', now, 'updated_at', now)
-  local usage = redis.call('HGET', job, 'usage')
-  if usage then
+-- Stamps a terminal status on a job whose record was read (r: its status, tenant, created_at,
+-- id and usage, false when absent), writes the terminal event and starts the retention clock
+-- (a ttl of 0 keeps the job forever). fields: more of the record's fields and values to write
+-- with the status, in the same HSET.
+local function finish_read(B, job, events, r, status, now, data, ttl_ms, maxlen, fields)
+  local tenant = r.tenant or ''
+  index_move(B, tenant, r.status, status, r.created, r.id)
+  local n = #fields
+  fields[n + 1], fields[n + 2], fields[n + 3] = 'status', status, 'finished_at'
+  fields[n + 4], fields[n + 5], fields[n + 6] = now, 'updated_at', now
+  redis.call('HSET', job, unpack(fields))
+  if r.usage then
     -- the terminal event carries the generation's usage totals (Event.usage)
     redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'type', status, 'data', data,
-      'usage', usage)
+      'usage', r.usage)
   else
     append(events, maxlen, status, data)
   end
   if ttl_ms > 0 then
     redis.call('PEXPIRE', job, ttl_ms)
     redis.call('PEXPIRE', events, ttl_ms)
-    if id then
-      redis.call('ZADD', B.expiry, now + ttl_ms, expiry_entry(status, tenant, created, id))
+    if r.id then
+      redis.call('ZADD', B.expiry, now + ttl_ms, expiry_entry(status, tenant, r.created, r.id))
     end
   end
+end
+
+-- finish_read for a script that has not read the record.
+local function finish(B, job, events, status, now, data, ttl_ms, maxlen)
+  local f = redis.call('HMGET', job, 'status', 'tenant', 'created_at', 'id', 'usage')
+  finish_read(B, job, events,
+    {status = f[1], tenant = f[2], created = f[3], id = f[4], usage = f[5]},
+    status, now, data, ttl_ms, maxlen, {})
 end
 
 -- The outbox keeps about this many notices (MAXLEN ~): alerts written while no worker reads
@@ -313,8 +359,10 @@ end
 -- Turns a claimed job into a running one held by `token` (activate.lua, and pick.lua for the
 -- job its doorbell named). Returns activate.lua's reply.
 local function activate_claim(B, job, events, leases, id, token, lease_ms, maxlen)
-  local status = redis.call('HGET', job, 'status')
-  if status == 'active' and redis.call('HGET', job, 'token') == token then
+  local f = redis.call('HMGET', job, 'status', 'token', 'out', 'attempt', 'tenant',
+    'created_at', 'id')
+  local status = f[1]
+  if status == 'active' and f[2] == token then
     return {0, redis.call('HGETALL', job)}
   end
   local now = now_ms()
@@ -331,13 +379,13 @@ local function activate_claim(B, job, events, leases, id, token, lease_ms, maxle
 
   local lease_until = now + tonumber(lease_ms)
   redis.call('ZADD', leases, lease_until, id)
-  if redis.call('HGET', job, 'out') == '1' then
+  if f[3] == '1' then
     restart_stream(events, maxlen)
   end
-  redis.call('HINCRBY', job, 'attempt', 1)
-  reindex(B, job, 'active')
-  redis.call('HSET', job, 'status', 'active', 'token', token, 'started_at', now,
-    'updated_at', now, 'lease_until', lease_until, 'out', 0, 'eseq', 0)
+  index_move(B, f[5] or '', status, 'active', f[6], f[7])
+  redis.call('HSET', job, 'status', 'active', 'attempt', (tonumber(f[4]) or 0) + 1,
+    'token', token, 'started_at', now, 'updated_at', now, 'lease_until', lease_until,
+    'out', 0, 'eseq', 0)
   return {0, redis.call('HGETALL', job)}
 end
 

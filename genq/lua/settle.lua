@@ -36,7 +36,8 @@ local id, outcome, data = ARGV[1], ARGV[3], ARGV[4]
 local result_ttl, dead_ttl, maxlen = tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
 
 local state = redis.call('HMGET', job, 'status', 'token', 'cancel_requested', 'attempt',
-  'max_attempts', 'rank', 'idem_ttl', 'tenant')
+  'max_attempts', 'rank', 'idem_ttl', 'tenant', 'started_at', 'history', 'created_at', 'id',
+  'usage')
 if state[2] ~= ARGV[2] then
   return {4}
 end
@@ -51,24 +52,34 @@ if not held or tonumber(held) <= now then
 end
 local tenant = state[8]
 end_lease(B, leases, id, tenant)
-local metered = meter(job, ARGV[11], tenant, day_counters, all_counters, tonumber(ARGV[12]))
+local metered, usage = meter(job, ARGV[11], tenant, day_counters, all_counters,
+  tonumber(ARGV[12]), state[13])
 
-if outcome == 'release' and metered then
-  record_attempt(job, now, 'released', nil, metered)
-elseif outcome ~= 'release' then
+-- The attempt's history entry, written with the status the outcome leads to (one HSET).
+-- A release adds one only when it reports usage.
+local history = nil
+if outcome == 'release' then
+  if metered then
+    history = 'released'
+  end
+elseif state[3] == '1' then
+  history = 'cancelled'
+else
   local outcomes = {complete = 'completed', retry = 'retry', fail = 'failed', cancel = 'cancelled'}
+  history = outcomes[outcome]
+end
+if history then
   local err = nil
-  if outcome == 'retry' or outcome == 'fail' then
+  if history == 'retry' or history == 'failed' then
     err = data
   end
-  if state[3] == '1' then
-    record_attempt(job, now, 'cancelled', nil, metered)
-  else
-    record_attempt(job, now, outcomes[outcome], err, metered)
-  end
+  history = attempt_history(state[4], state[9], state[10], now, history, err, metered)
 end
 
 if state[3] == '1' or outcome == 'cancel' then
+  if history then
+    redis.call('HSET', job, 'history', history)
+  end
   cancel_settle(B, job, events, idem, id, now, result_ttl, maxlen)
   return {0, 'cancelled'}
 end
@@ -79,18 +90,25 @@ if outcome == 'complete' then
   if result_ttl == 0 or idem_ttl == 0 then
     keep = 0  -- kept forever (a key kept forever keeps its job too)
   end
-  redis.call('HSET', job, 'result', data, 'progress', 1)
-  finish(B, job, events, 'completed', now, data, keep, maxlen)
-  if redis.call('GET', idem) == id and idem_ttl > 0 then
+  local read = {status = 'active', tenant = tenant, created = state[11], id = state[12],
+    usage = usage}
+  finish_read(B, job, events, read, 'completed', now, data, keep, maxlen,
+    {'history', history, 'result', data, 'progress', 1})
+  if state[7] and idem_ttl > 0 and redis.call('GET', idem) == id then
     redis.call('PEXPIRE', idem, idem_ttl)
   end
   return {0, 'completed'}
 end
 
 if outcome == 'release' then
-  redis.call('HINCRBY', job, 'attempt', -1)
-  reindex(B, job, 'waiting')
-  redis.call('HSET', job, 'status', 'waiting', 'updated_at', now)
+  index_move(B, tenant or '', 'active', 'waiting', state[11], state[12])
+  if history then
+    redis.call('HSET', job, 'history', history, 'attempt', tonumber(state[4]) - 1,
+      'status', 'waiting', 'updated_at', now)
+  else
+    redis.call('HSET', job, 'attempt', tonumber(state[4]) - 1, 'status', 'waiting',
+      'updated_at', now)
+  end
   make_ready(B, ready, id, state[6], tenant or '', now)
   ring_doorbell(signal)
   return {0, 'waiting'}
@@ -98,9 +116,9 @@ end
 
 if outcome == 'retry' and tonumber(state[4]) < tonumber(state[5]) then
   local run_at = now + tonumber(ARGV[5])
-  reindex(B, job, 'scheduled')
-  redis.call('HSET', job, 'status', 'scheduled', 'error', data, 'run_at', run_at,
-    'updated_at', now)
+  index_move(B, tenant or '', 'active', 'scheduled', state[11], state[12])
+  redis.call('HSET', job, 'history', history, 'status', 'scheduled', 'error', data,
+    'run_at', run_at, 'updated_at', now)
   redis.call('ZADD', scheduled, run_at, id)
   redis.call('HSET', rank_hash, id, scheduled_entry(state[6], tenant or ''))
   return {0, 'scheduled'}
@@ -109,6 +127,9 @@ end
 local reason = ARGV[6]
 if outcome == 'retry' then
   reason = 'error'
+end
+if history then
+  redis.call('HSET', job, 'history', history)
 end
 dead_letter(B, job, events, dead, idem, id, now, reason, data, dead_ttl, maxlen, ARGV[10])
 return {0, 'failed'}

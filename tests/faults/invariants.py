@@ -22,9 +22,10 @@
 7. **Fair-share books balance**: the ready set is exactly the union of the tenants' ready sets
    (each job in its own tenant's); a tenant takes turns or is parked, not both, exactly when it
    has runnable jobs; each tenant's running count is the number of its jobs in the lease set.
-8. **The job index agrees with the records**: each job is listed under its record's status, for
-   the queue and for its tenant, and nowhere else; an entry without a record is one whose
-   record expired and that waits in the expiry set for the next pick to drop it.
+8. **The job index agrees with the records**: each job is listed under its record's status (an
+   active one as waiting), for the queue and for its tenant, and nowhere else; an entry without
+   a record is one whose record expired and that waits in the expiry set for the next pick to
+   drop it.
 9. **Usage counted once**: while every job of the queue still has its record, the queue's
    usage counters (all time) hold exactly the sum of the records' usage, and one ``attempts``
    per metered attempt in the records' histories: no settle counted twice, none missed. An
@@ -527,7 +528,8 @@ async def check_index(queue: Queue) -> list[str]:
     for job_id, (status, tenant) in zip(job_ids, states, strict=True):
         if status is None:
             continue  # expired between the scan and the read
-        want = {_s(status), f"{_s(tenant or b'')}/{_s(status)}"}
+        listed_as = "waiting" if _s(status) == "active" else _s(status)  # see _job_index.py
+        want = {listed_as, f"{_s(tenant or b'')}/{listed_as}"}
         got = listed.pop(job_id, set())
         if got != want:
             problems.append(f"job {job_id} is listed as {got}, not {want}")

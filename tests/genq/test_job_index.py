@@ -175,3 +175,75 @@ async def test_index_ids_page_like_the_listing_without_reading_records(queue: Qu
     assert (ids.ids, ids.next_cursor) == ([j.id for j in listed.jobs], listed.next_cursor)
     rest = await queue.job_ids(tenant="t", limit=3, cursor=ids.next_cursor)
     assert len(rest.ids) == 2 and rest.next_cursor is None
+
+
+async def test_index_lists_active_jobs_from_the_lease_set_and_waiting_past_them(
+    queue: Queue,
+) -> None:
+    """An activation moves no index entry (the job stays listed as waiting); the listings and
+    counts still show each job once under its record's status, paging past the active ones."""
+    items = [EnqueueItem(i, tenant="t" if i % 2 else "u") for i in range(12)]
+    ids = [e.id for e in await queue.enqueue_many(items)]
+    calls = ScriptCalls(queue)
+    claimed = await calls.pick(6)
+    for job_id in claimed[:4]:  # the other two stay claimed: waiting, holding a lease
+        assert await calls.activate(job_id, f"tok-{job_id}") == 0
+    active = set(claimed[:4])
+    k = queue.keys
+    assert await queue.redis.zlexcount(k.index, b"[active\0", b"(active\1") == 0
+    assert await queue.redis.zlexcount(k.index, b"[waiting\0", b"(waiting\1") == 12
+
+    async def every(status: str | None, tenant: str | None = None) -> list[str]:
+        seen, cursor = [], None
+        while True:
+            page = await queue.jobs(status=status, tenant=tenant, limit=3, cursor=cursor)
+            seen += [(j.id, j.status.value) for j in page.jobs]
+            ids_page = await queue.job_ids(status=status, tenant=tenant, limit=3, cursor=cursor)
+            assert ids_page.ids == [j.id for j in page.jobs]
+            cursor = page.next_cursor
+            if cursor is None:
+                return seen
+
+    assert sorted(await every("active")) == sorted((i, "active") for i in active)
+    assert sorted(await every("waiting")) == sorted((i, "waiting") for i in ids if i not in active)
+    everything = await every(None)
+    assert len(everything) == 12 and {i for i, _ in everything} == set(ids)
+    assert {i for i, s in everything if s == "active"} == active
+    # newest first, as the index orders them (creation ms, then id)
+    created = {j.id: j.created_at for j in (await queue.jobs(limit=12)).jobs}
+    order = [i for i, _ in everything]
+    assert order == sorted(order, key=lambda i: (created[i], i.encode()), reverse=True)
+    t_active = {i for i in active if items[ids.index(i)].tenant == "t"}
+    assert {i for i, _ in await every("active", "t")} == t_active
+    counts = await queue.job_counts()
+    assert (counts["active"], counts["waiting"]) == (4, 8)
+    t_counts = await queue.job_counts(tenant="t")
+    assert (t_counts["active"], t_counts["waiting"]) == (len(t_active), 6 - len(t_active))
+    for job_id in active:
+        await calls.settle(job_id, f"tok-{job_id}", "complete", '"ok"')
+    counts = await queue.job_counts()
+    assert (counts["active"], counts["waiting"], counts["completed"]) == (0, 8, 4)
+    assert await check_index(queue) == []
+
+
+async def test_index_counts_a_job_an_older_genq_listed_as_active(queue: Queue) -> None:
+    """A job that was running while an older genq moved its entries to ``active`` is listed
+    and counted once, as active, and then under the status it settles to."""
+    e = await queue.enqueue("p", tenant="t")
+    waiting = await queue.enqueue("q", tenant="t")
+    calls = ScriptCalls(queue)
+    assert await calls.pick(1) == [e.id]
+    assert await calls.activate(e.id, "tok") == 0
+    k, r = queue.keys, queue.redis
+    for key, head in ((k.index, b""), (k.tenant_index, b"t\0")):
+        [entry] = [m for m in await r.zrange(key, 0, -1) if m.endswith(e.id.encode())]
+        await r.zrem(key, entry)
+        await r.zadd(key, {head + b"active" + entry[len(head) + len(b"waiting") :]: 0})
+    counts = await queue.job_counts()
+    assert (counts["active"], counts["waiting"]) == (1, 1)
+    assert [j.id for j in (await queue.jobs(status="active")).jobs] == [e.id]
+    assert [j.id for j in (await queue.jobs(status="waiting")).jobs] == [waiting.id]
+    await calls.settle(e.id, "tok", "complete", '"ok"')
+    counts = await queue.job_counts(tenant="t")
+    assert (counts["active"], counts["waiting"], counts["completed"]) == (0, 1, 1)
+    assert [j.id for j in (await queue.jobs(status="completed")).jobs] == [e.id]
