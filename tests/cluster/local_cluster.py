@@ -29,7 +29,8 @@ from pathlib import Path
 
 import redis
 
-from genq_cli.embedded_redis import EmbeddedRedis, free_port, valkey_binary
+from genq_cli.embedded_redis import EmbeddedRedis, valkey_binary
+from tests.ports import free_port
 
 SLOTS = 16384
 ENV_BINARY = "GENQ_TEST_REDIS_SERVER"

@@ -27,8 +27,8 @@ from genq.connection import (
     hiredis_packing,
     is_cluster_url,
 )
-from genq_cli.embedded_redis import free_port
 from tests.cluster.local_cluster import LocalCluster
+from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(30)
 

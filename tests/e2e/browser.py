@@ -37,8 +37,8 @@ import httpx
 import pytest
 
 from genq import Keys
-from genq_cli.embedded_redis import free_port
 from tests.polling import waited_for
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"

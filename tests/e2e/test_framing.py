@@ -12,8 +12,8 @@ from urllib.parse import parse_qs, urlencode, urlparse
 import pytest
 from playwright.sync_api import Frame, Page, expect
 
-from genq_cli.embedded_redis import free_port
 from tests.e2e.browser import Stack, running_stack
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

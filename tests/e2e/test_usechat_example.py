@@ -18,10 +18,10 @@ import httpx
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from genq_cli.embedded_redis import free_port
 from tests.e2e.browser import DEV_KEY, ROOT, Proc, Stack, fake_openai_env, running_stack
 from tests.fakes.openai_server import FakeOpenAI, Reply, reasoning_deltas, tool_call_deltas
 from tests.polling import waited_for
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

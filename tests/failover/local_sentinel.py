@@ -29,8 +29,9 @@ from pathlib import Path
 
 import redis
 
-from genq_cli.embedded_redis import EmbeddedRedis, free_port
+from genq_cli.embedded_redis import EmbeddedRedis
 from tests.cluster.local_cluster import server_binary
+from tests.ports import free_port
 
 SERVICE = "genq"
 

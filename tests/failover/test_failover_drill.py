@@ -28,11 +28,11 @@ import httpx
 import pytest
 
 from genq import Keys
-from genq_cli.embedded_redis import free_port
 from tests.e2e.browser import DEV_KEY, running_stack
 from tests.failover.conftest import DATA_PASSWORD, SENTINEL_PASSWORD
 from tests.failover.local_sentinel import LocalSentinel
 from tests.faults.proxy import Mode, Proxy
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(180)]
 

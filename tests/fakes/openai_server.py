@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 import threading
 import time
 from collections import deque
@@ -49,6 +48,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
+
+from tests.ports import free_port
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,7 @@ class FakeOpenAI:
         self._plan: deque[Reply] = deque()
         self._plan_by_model: dict[str, deque[Reply]] = {}
         self._lock = threading.Lock()
-        self._port = _free_port()
+        self._port = free_port()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -453,12 +454,6 @@ def _usage_chunk(model: str, record: RequestRecord) -> dict[str, Any]:
     if record.reply.reasoning_tokens is not None:
         usage["completion_tokens_details"] = {"reasoning_tokens": record.reply.reasoning_tokens}
     return {**_chunk(model, {}), "choices": [], "usage": usage}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def function_tools(*names: str, described: bool = False) -> list[Any]:

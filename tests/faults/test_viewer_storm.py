@@ -27,9 +27,9 @@ import pytest
 
 from gateway.access.auth import hash_key
 from genq import ActiveJob, Event, Queue, RetryJobError, visible_text
-from genq_cli.embedded_redis import free_port
 from tests.faults.invariants import check_invariants
 from tests.faults.support import ROOT, Viewer
+from tests.ports import free_port
 from workers.lifetime import die_with_parent
 
 pytestmark = pytest.mark.timeout(45)

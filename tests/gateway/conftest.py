@@ -25,8 +25,8 @@ from gateway.app import create_app
 from gateway.settings import Settings
 from gateway.state import Gateway
 from genq import ActiveJob, Queue, RetryJobError, TerminalJobError
-from genq_cli.embedded_redis import free_port
 from tests.fakes.fixtures import fake
+from tests.ports import free_port
 
 SECRET = "test-secret-for-watch-tokens-0123456789"
 KEY_ALPHA = "key-alpha-7f3a9c"

@@ -12,8 +12,8 @@ import time
 import httpx
 
 from gateway.access.auth import hash_key
-from genq_cli.embedded_redis import free_port
 from tests.gateway.conftest import KEY_ALPHA, SECRET
+from tests.ports import free_port
 
 # `python -m genq_cli` is what the `genq` console script runs (pyproject: genq_cli.main:app).
 GENQ = [sys.executable, "-m", "genq_cli"]

@@ -6,7 +6,6 @@ import asyncio
 
 import pytest
 
-from genq_cli.embedded_redis import free_port
 from genq_client import APIError, AsyncClient, Client
 from tests.gateway.conftest import (
     KEY_ALPHA,
@@ -16,6 +15,7 @@ from tests.gateway.conftest import (
     Script,
     make_settings,
 )
+from tests.ports import free_port
 
 
 async def test_client_generate_stream_wait_and_get(live: LiveGateway, script: Script) -> None:

@@ -22,9 +22,9 @@ import pytest
 
 from gateway.connection_guard import GuardedHttpToolsProtocol
 from gateway.server_options import FD_RESERVE, connection_cap, uvicorn_options
-from genq_cli.embedded_redis import free_port
 from tests.gateway.conftest import SECRET, make_settings
 from tests.polling import waited_for
+from tests.ports import free_port
 
 PARTIAL_HEAD = b"GET / HTTP/1.1\r\nHost: x\r\n"
 DEV_KEY = "genq-dev-key"

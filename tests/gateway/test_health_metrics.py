@@ -7,7 +7,6 @@ import asyncio
 import httpx
 import redis.asyncio as aioredis
 
-from genq_cli.embedded_redis import free_port
 from genq_contract.keys import provider_429_counter
 from tests.gateway.conftest import (
     KEY_ALPHA,
@@ -19,6 +18,7 @@ from tests.gateway.conftest import (
     read_stream,
     wait_until,
 )
+from tests.ports import free_port
 
 
 async def test_health_live_and_ready(anon: httpx.AsyncClient) -> None:

@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from gateway.settings import Settings
-from genq_cli.embedded_redis import free_port
 from genq_client import APIError
 from genq_contract.transcript import Transcript
+from tests.ports import free_port
 
 from .conftest import KEY_ALPHA, PARTS, PARTS_RESULT, LiveGateway, client_for, create, read_stream
 from .pullers import KINDS, Runner

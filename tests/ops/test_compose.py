@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from gateway.access.auth import hash_key
-from genq_cli.embedded_redis import free_port
+from tests.ports import free_port
 from workers.settings import WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ import yaml
 
 from tests.e2e.browser import DEV_ADMIN_KEY, running_stack
 from tests.ops.test_compose import compose, interpolate
-from tests.telemetry.test_signals import free_port
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

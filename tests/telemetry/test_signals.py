@@ -5,13 +5,13 @@ worker's Prometheus ``/metrics`` and through OTLP."""
 from __future__ import annotations
 
 import json
-import socket
 
 import httpx
 import pytest
 
 from tests.e2e.browser import DEV_KEY, fake_openai_env, running_stack
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.ports import free_port
 from tests.telemetry.otlp_receiver import OtlpReceiver, Span
 from tests.telemetry.test_traces import MODEL, client_traceparent, otel_env, post
 
@@ -37,12 +37,6 @@ GENAI_METRICS = {
 def quoted(text: str, spans: list[Span]) -> list[str]:
     """The spans whose attributes or events hold ``text``."""
     return [s.name for s in spans if text in json.dumps([s.attributes, s.events], default=str)]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_a_429_a_viewer_and_the_genai_metrics(
