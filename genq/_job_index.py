@@ -25,6 +25,7 @@ from ._queue_base import QueueBase
 from ._status import JobStatus
 
 LISTED = tuple(status.value for status in JobStatus)
+ACTIVE, WAITING = JobStatus.ACTIVE.value, JobStatus.WAITING.value
 MAX_LIMIT = 1000
 
 
@@ -101,27 +102,24 @@ async def list_ids(
     position = parse_cursor(cursor) if cursor is not None else None
     statuses = statuses_for(status)
     await queue.admit()
-    leased = await _leased(queue, statuses)
-    ranges = [listed for listed in statuses if listed != ACTIVE]
+    active = await _active(queue, tenant) if {ACTIVE, WAITING} & set(statuses) else []
     async with queue.redis.pipeline(transaction=False) as pipe:
-        for job_id in leased:
-            pipe.hmget(queue.keys.job(job_id), "status", "created_at", "tenant")
-        for listed in ranges:
+        for listed in statuses:
+            if listed == ACTIVE:
+                continue  # read from the lease set
             prefix = _prefix(listed, tenant)
             if position is None:
                 top = b"(" + prefix[:-1] + b"\1"
             else:
                 top = b"(" + prefix + _created(position[0]) + b"\0" + position[1].encode()
             # the waiting range also lists the active jobs: read past as many as there are
-            num = limit + 1 + (len(leased) if listed == WAITING else 0)
+            num = limit + 1 + (len(active) if listed == WAITING else 0)
             pipe.zrevrangebylex(key, top, b"[" + prefix, start=0, num=num)
         replies = await pipe.execute()
-    active = _active(leased, replies[: len(leased)], tenant)
-    rows = [row for row in active if position is None or _below(row, position)]
-    if ACTIVE not in statuses:
-        rows = []
     running = {job_id for _, job_id in active}
-    for reply in replies[len(leased) :]:
+    shown = active if ACTIVE in statuses else []
+    rows = [row for row in shown if position is None or _below(row, position)]
+    for reply in replies:
         rows += (row for row in map(_entry_position, reply) if row[1] not in running)
     rows.sort(key=lambda row: (row[0], row[1].encode()), reverse=True)
     page = rows[:limit]
@@ -136,41 +134,36 @@ async def count_jobs(queue: QueueBase, tenant: str | None = None) -> dict[str, i
         check_tenant(tenant)
     key = queue.keys.index if tenant is None else queue.keys.tenant_index
     await queue.admit()
-    leased = await _leased(queue, LISTED)
+    active = await _active(queue, tenant)
+    # The active jobs listed as waiting (a job that was running while an older genq listed it
+    # as active has no such entry: the count must not go below the listing).
+    waiting = _prefix(WAITING, tenant)
+    entries = [(waiting + _created(ms)).decode() + f"\0{job_id}" for ms, job_id in active]
     async with queue.redis.pipeline(transaction=False) as pipe:
-        for job_id in leased:
-            pipe.hmget(queue.keys.job(job_id), "status", "created_at", "tenant")
         for status in LISTED:
             prefix = _prefix(status, tenant)
             pipe.zlexcount(key, b"[" + prefix, b"(" + prefix[:-1] + b"\1")
+        if entries:
+            pipe.zmscore(key, entries)
         replies = await pipe.execute()
-    counts = dict(zip(LISTED, (int(n) for n in replies[len(leased) :]), strict=True))
-    active = _active(leased, replies[: len(leased)], tenant)
+    counts = dict(zip(LISTED, (int(n) for n in replies[: len(LISTED)]), strict=True))
     counts[ACTIVE] = len(active)
-    if active:
-        # The active jobs listed as waiting (a job that was running while an older genq
-        # listed it as active has no such entry: the count must not go below the listing).
-        prefix = _prefix(WAITING, tenant)
-        entries = [(prefix + _created(ms)).decode() + f"\0{job_id}" for ms, job_id in active]
-        listed = await queue.redis.zmscore(key, entries)
-        counts[WAITING] -= sum(score is not None for score in listed)
+    if entries:
+        counts[WAITING] -= sum(score is not None for score in replies[-1])
     return counts
 
 
-ACTIVE, WAITING = JobStatus.ACTIVE.value, JobStatus.WAITING.value
-
-
-async def _leased(queue: QueueBase, statuses: tuple[str, ...]) -> list[str]:
-    """The ids in the lease set (claimed or active jobs), when the listing needs them."""
-    if ACTIVE not in statuses and WAITING not in statuses:
+async def _active(queue: QueueBase, tenant: str | None) -> list[tuple[int, str]]:
+    """(created ms, id) of the active jobs (of ``tenant`` if given): the lease set's (claimed
+    or running) whose records say active."""
+    ids = cast(list[bytes], await queue.redis.zrange(queue.keys.leases, 0, -1))
+    leased = [as_text(job_id) for job_id in ids]
+    if not leased:
         return []
-    leased = cast(list[bytes], await queue.redis.zrange(queue.keys.leases, 0, -1))
-    return [as_text(job_id) for job_id in leased]
-
-
-def _active(leased: list[str], states: list[Any], tenant: str | None) -> list[tuple[int, str]]:
-    """(created ms, id) of the leased jobs whose records say active, of ``tenant`` if given
-    (``states``: each record's status, created_at and tenant)."""
+    async with queue.redis.pipeline(transaction=False) as pipe:
+        for job_id in leased:
+            pipe.hmget(queue.keys.job(job_id), "status", "created_at", "tenant")
+        states = await pipe.execute()
     rows = []
     for job_id, (status, created, owner) in zip(leased, states, strict=True):
         if status is None or as_text(status) != ACTIVE or created is None:

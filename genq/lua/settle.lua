@@ -102,13 +102,11 @@ end
 
 if outcome == 'release' then
   index_move(B, tenant or '', 'active', 'waiting', state[11], state[12])
+  local fields = {'attempt', tonumber(state[4]) - 1, 'status', 'waiting', 'updated_at', now}
   if history then
-    redis.call('HSET', job, 'history', history, 'attempt', tonumber(state[4]) - 1,
-      'status', 'waiting', 'updated_at', now)
-  else
-    redis.call('HSET', job, 'attempt', tonumber(state[4]) - 1, 'status', 'waiting',
-      'updated_at', now)
+    fields[7], fields[8] = 'history', history
   end
+  redis.call('HSET', job, unpack(fields))
   make_ready(B, ready, id, state[6], tenant or '', now)
   ring_doorbell(signal)
   return {0, 'waiting'}
