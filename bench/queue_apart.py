@@ -261,6 +261,12 @@ def serve(spec: str) -> int:
     return 0
 
 
+async def server_cpu(client: aioredis.Redis) -> float:
+    """The server process's CPU seconds so far (user and system, its ``INFO cpu``)."""
+    info = await client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
 class Apart:
     """The producer's side of one run: starts worker processes, fills queues, times."""
 
@@ -315,9 +321,11 @@ class Apart:
 
     async def drain(
         self, system: str, n: int, concurrency: int, payload: dict[str, Any]
-    ) -> tuple[float, float]:
+    ) -> tuple[float, float, float]:
         """``n`` no-op jobs queued, then one worker process drains them: (jobs/s, the worker
-        process's CPU time per job in µs: what a loaded machine moves much less than a rate)."""
+        process's CPU time per job in µs: what a loaded machine moves much less than a rate,
+        the server's CPU time per job in µs over the drain, from its ``INFO cpu``: with the
+        producer idle meanwhile, the server's part of a job's cost)."""
         name = self.name(system, f"drain{concurrency}")
         enqueue = await self.producer(system, name)
 
@@ -327,10 +335,13 @@ class Apart:
 
         await asyncio.gather(*(lane(s) for s in range(32)))
         proc = await self.spawn(system, name, concurrency, n, "drain")
-        proc.stdin.write(b"go\n")
-        await proc.stdin.drain()
-        answer = await self.answer(proc, 300)
-        return n / float(answer["elapsed"]), float(answer["cpu"]) / n * 1e6
+        async with aioredis.Redis.from_url(self.url) as server:
+            before = await server_cpu(server)
+            proc.stdin.write(b"go\n")
+            await proc.stdin.drain()
+            answer = await self.answer(proc, 300)
+            served = await server_cpu(server) - before
+        return n / float(answer["elapsed"]), float(answer["cpu"]) / n * 1e6, served / n * 1e6
 
     async def latency(
         self, system: str, gaps: list[float], concurrency: int, payload: dict[str, Any]

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from redis.asyncio import Redis
@@ -66,6 +67,16 @@ class _Slot:
     lost: bool = False
     aborted: bool = False
     poke: asyncio.Event = field(default_factory=asyncio.Event)
+    keep_alive: asyncio.Task[None] | None = None
+    """The heartbeat's task, made once the job has run for a heartbeat or is poked (a cancel
+    published for it): a short job ends before and costs its worker a timer, not a task."""
+    keep_alive_timer: asyncio.TimerHandle | None = None
+
+
+def _end(ended: asyncio.Future[None], _: object) -> None:
+    """Marks a handler's end (a done callback of its task) for the task awaiting ``ended``."""
+    if not ended.done():  # that task was cancelled, and the future with it
+        ended.set_result(None)
 
 
 @dataclass(frozen=True)
@@ -391,17 +402,20 @@ class Worker:
     async def _execute(self, slot: _Slot, handler_task: asyncio.Task[Any]) -> None:
         """Keeps the lease of the slot's running handler, then settles its outcome."""
         job = slot.job
-        keep_alive = asyncio.create_task(self._keep_alive(slot))
+        loop = asyncio.get_running_loop()
+        slot.keep_alive_timer = loop.call_later(self.heartbeat, self._start_keep_alive, slot)
         try:
-            await asyncio.wait([handler_task])
+            # The handler's end, however it ended (awaiting its task would raise its error or
+            # its cancellation here); a future is cheaper than asyncio.wait's.
+            ended: asyncio.Future[None] = loop.create_future()
+            handler_task.add_done_callback(partial(_end, ended))
+            await ended
             outcome = await self._outcome(slot, handler_task)
             slot.finished = True
             # The handler is done: its slot takes the next job while the settle is on its way,
             # so the next pick's round trip runs beside the settle's instead of after it.
             self._slot_freed.set()
-            keep_alive.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keep_alive
+            await self._stop_keep_alive(slot)
             if outcome is not None and not slot.lost:
                 await self._settle(job, outcome)
         except JobLeaseLostError:
@@ -412,7 +426,7 @@ class Worker:
             )
         finally:
             slot.finished = True
-            keep_alive.cancel()
+            self._cancel_keep_alive(slot)
             del self._slots[job.token]
             self._slot_freed.set()
 
@@ -526,6 +540,29 @@ class Worker:
 
     # -- keeping leases --------------------------------------------------------------------------
 
+    def _start_keep_alive(self, slot: _Slot) -> None:
+        if slot.keep_alive is None and not slot.finished:
+            if slot.keep_alive_timer is not None:
+                slot.keep_alive_timer.cancel()
+            slot.keep_alive = asyncio.create_task(self._keep_alive(slot))
+
+    def _poke(self, slot: _Slot) -> None:
+        """Has the slot's heartbeat renew the lease now (which reads the job's cancel flag)."""
+        slot.poke.set()
+        self._start_keep_alive(slot)
+
+    def _cancel_keep_alive(self, slot: _Slot) -> None:
+        if slot.keep_alive_timer is not None:
+            slot.keep_alive_timer.cancel()
+        if slot.keep_alive is not None:
+            slot.keep_alive.cancel()
+
+    async def _stop_keep_alive(self, slot: _Slot) -> None:
+        self._cancel_keep_alive(slot)
+        if slot.keep_alive is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await slot.keep_alive
+
     async def _keep_alive(self, slot: _Slot) -> None:
         """The automatic heartbeat: renews the lease whenever the handler has been quiet."""
         job = slot.job
@@ -565,7 +602,7 @@ class Worker:
                 # A cancel published while the channel was down reached nobody: every running
                 # job's heartbeat looks now instead of at its next turn.
                 for slot in self._slots.values():
-                    slot.poke.set()
+                    self._poke(slot)
                 while not self._stopping:
                     # Polled, not listen(): a stop must end this loop even when redis-py
                     # swallows the cancel of the read in flight.
@@ -576,7 +613,7 @@ class Worker:
                     job_id = as_text(message["data"])
                     for slot in self._slots.values():
                         if slot.job.id == job_id:
-                            slot.poke.set()
+                            self._poke(slot)
             except TRANSIENT as exc:
                 log.warning("cancel channel unavailable (%s); relying on heartbeats", exc)
                 await asyncio.sleep(1.0)
