@@ -82,3 +82,18 @@ async def events_of(queue: Queue, job_id: str, timeout: float = 20.0) -> list[Ev
         return [event async for event in queue.watch(job_id)]
 
     return await asyncio.wait_for(read(), timeout)
+
+
+async def chunk_span(queue: Queue, job_id: str) -> tuple[int, int]:
+    """The ms of a job's first and last chunk (its stream entries' ids)."""
+    entries = await queue.redis.xrange(queue.keys.events(job_id))
+    ms = [int(entry_id.split(b"-")[0]) for entry_id, f in entries if f[b"type"] == b"chunk"]
+    return min(ms), max(ms)
+
+
+async def most_at_once(queue: Queue, job_ids: list[str]) -> int:
+    """How many of the jobs streamed at once at most (each from its first to its last chunk,
+    which lie inside its handler). Not the lease count: a finished job's slot takes the next job
+    while its settle is on the way, so leases briefly outnumber the handlers by design."""
+    spans = [await chunk_span(queue, job_id) for job_id in job_ids]
+    return max(sum(1 for s, e in spans if s <= start < e) for start, _ in spans)

@@ -13,6 +13,8 @@ from providers.errors import RateLimitedError
 from providers.limits import LANE_COOLDOWN_FACTOR, note_rate_limit
 from workers.lanes import Lanes
 
+from .conftest import most_at_once
+
 
 def test_lanes_limits_share_one_concurrency() -> None:
     lanes = Lanes(concurrency=4, batch_slots=batch_slots(4, 0.5))
@@ -61,19 +63,7 @@ async def test_batch_lane_holds_its_share_and_interactive_work_starts_at_once(
         # the two free slots: no wait for a batch line to end (each takes ~0.6 s)
         assert job.started_at - job.created_at < 0.3
     await batch_done
-    # Lines running at once, from when each streamed (its first to its last chunk, inside its
-    # handler). Not the lease count: a finished line's slot takes the next line while its
-    # settle is on the way, so leases briefly outnumber the handlers by design.
-    spans = [await chunk_span(lane, line.id) for line in lines]
-    peak = max(sum(1 for s, e in spans if s <= start < e) for start, _ in spans)
-    assert peak == 2
-
-
-async def chunk_span(queue: Queue, job_id: str) -> tuple[int, int]:
-    """The ms of a job's first and last chunk (its stream entries' ids)."""
-    entries = await queue.redis.xrange(queue.keys.events(job_id))
-    ms = [int(entry_id.split(b"-")[0]) for entry_id, f in entries if f[b"type"] == b"chunk"]
-    return min(ms), max(ms)
+    assert await most_at_once(lane, [line.id for line in lines]) == 2
 
 
 async def test_a_429_pauses_the_batch_lane_longer(redis: Any, prefix: str) -> None:

@@ -14,6 +14,8 @@ from workers.drain import Drain
 from workers.run import POOL_SPARE, WorkerProcess, connect, pool_size
 from workers.settings import WorkerSettings
 
+from .conftest import most_at_once
+
 
 def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GENQ_REDIS_URL", "redis://redis.test:6379/2")
@@ -42,13 +44,9 @@ async def test_provider_concurrency_caps_running_jobs(start_workers) -> None:
         await queue.enqueue({"model": "demo/fast", "prompt": f"j{i}", "params": params})
         for i in range(5)
     ]
-    peak = 0
-    done = asyncio.gather(*(queue.wait(j.id, timeout=20) for j in jobs))
-    while not done.done():
-        peak = max(peak, (await queue.stats()).active)
-        await asyncio.sleep(0.01)
-    await done
-    assert peak == 2
+    for job in jobs:
+        await queue.wait(job.id, timeout=20)
+    assert await most_at_once(queue, [job.id for job in jobs]) == 2
 
 
 def test_worker_pool_has_a_connection_for_each_job_it_can_run(
