@@ -76,6 +76,7 @@ from typing import Any
 import httpx
 import redis.asyncio as aioredis
 
+from bench.server_cpu import server_cpu
 from gateway.access.auth import hash_key
 from gateway.streaming.frames import frame
 from genq import ActiveJob, Queue, StreamEntry, Tail, reader_links
@@ -534,11 +535,6 @@ def cpu_seconds(pid: int, kernel_only: bool = False) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-async def redis_cpu(redis: aioredis.Redis) -> float:
-    info = await redis.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
-
-
 async def xread_stats(redis: aioredis.Redis) -> tuple[int, int]:
     """(calls, usec) of XREAD so far, as Redis counts them."""
     stats = (await redis.info("commandstats")).get("cmdstat_xread", {})
@@ -797,7 +793,7 @@ async def measure(
             print(f"  ! {connected['failed']} viewers failed to connect", flush=True)
     await asyncio.sleep(1)  # let the connections settle before reading RSS
     rss_after = sum(rss_kb(pid) for pid in pids)
-    cpu_redis, cpu_gateway = await redis_cpu(redis), sum(cpu_seconds(pid) for pid in pids)
+    cpu_redis, cpu_gateway = await server_cpu(redis), sum(cpu_seconds(pid) for pid in pids)
     sys_gateway = sum(cpu_seconds(pid, kernel_only=True) for pid in pids)
     xread_before = await xread_stats(redis)
     peak_connections = await gateway_connections(redis, run.namespace)
@@ -820,7 +816,7 @@ async def measure(
     else:
         while (await Queue(redis, prefix=f"{run.namespace}:{PROVIDER}").stats()).active:
             await asyncio.sleep(0.1)
-    used_redis = await redis_cpu(redis) - cpu_redis
+    used_redis = await server_cpu(redis) - cpu_redis
     xread_after = await xread_stats(redis)
     used_gateway = sum(cpu_seconds(pid) for pid in pids) - cpu_gateway
     used_sys = sum(cpu_seconds(pid, kernel_only=True) for pid in pids) - sys_gateway

@@ -29,6 +29,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from bench.server_cpu import server_cpu
+
 QUEUE_PY = Path(__file__).resolve().parent / "queue.py"
 SYSTEMS = ("genq", "saq", "arq", "taskiq")
 
@@ -259,12 +261,6 @@ def serve(spec: str) -> int:
     s = json.loads(spec)
     asyncio.run(run_worker(s["system"], s["url"], s["name"], s["concurrency"], s["n"], s["mode"]))
     return 0
-
-
-async def server_cpu(client: aioredis.Redis) -> float:
-    """The server process's CPU seconds so far (user and system, its ``INFO cpu``)."""
-    info = await client.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 class Apart:

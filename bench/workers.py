@@ -74,6 +74,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.asyncio import Connection
 
+from bench.server_cpu import server_cpu
 from genq import EnqueueItem, Queue, connect
 from genq.connection import hiredis_packing
 from genq_cli.embedded_redis import EmbeddedRedis
@@ -191,10 +192,8 @@ async def watch_loop(stalls: list[float]) -> None:
 
 
 async def server_counters(client: Any) -> tuple[int, float]:
-    stats, cpu = await client.info("stats"), await client.info("cpu")
-    return int(stats["total_commands_processed"]), float(cpu["used_cpu_user"]) + float(
-        cpu["used_cpu_sys"]
-    )
+    stats = await client.info("stats")
+    return int(stats["total_commands_processed"]), await server_cpu(client)
 
 
 async def token_latencies(queue: Queue, job_id: str, produced: list[float]) -> list[float]:
