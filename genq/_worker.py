@@ -287,6 +287,9 @@ class Worker:
                             break
                         handed = HandOff.parse(rung[1])
                         await self._take(handed.fields, handed.token)
+                        # A turn of the loop: the job's handler runs to its first wait (a
+                        # generation's provider request sent) before this worker offers again.
+                        await asyncio.sleep(0)
                         if not handed.offered_by(offer):  # the pick files it under this worker
                             adopted = f"{handed.holder}\0{handed.fields['id']}"
                             break

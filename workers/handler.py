@@ -28,13 +28,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import logging
 import os
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from genq import ActiveJob, Queue, RetryJobError, TerminalJobError, cancel_and_wait
+from genq import ActiveJob, Queue, RetryJobError, TerminalJobError
 from genq_contract.payload import GenerationPayload
 from genq_contract.result import GenerationResult, ResultUsage
 from genq_contract.routing import ProviderConfig, Routing, RoutingError, litellm_provider
@@ -42,6 +40,7 @@ from genq_services.access import DEFAULT_CACHE_SECONDS, Access, CachedAccess
 from providers import demo
 from providers.limits import DEFAULT_MAX_COOLDOWN, note_rate_limit
 from providers.litellm_adapter import stream_chat
+from workers.access_watch import AccessWatch
 from workers.coalesce import (
     DEFAULT_MAX_CHARS,
     DirectEmitter,
@@ -52,8 +51,6 @@ from workers.coalesce import (
 from workers.delta_writer import DeltaWriter
 from workers.fallback import DEFAULT_MAX_WAIT, Fallbacks
 from workers.metering import Metering
-
-log = logging.getLogger("workers.handler")
 
 TURN = 0.005
 """Longest a stream runs before it lets the event loop's other work in (seconds): chunks that
@@ -117,36 +114,8 @@ class GenerationHandler:
         refusal = await self.access.refusal(request.key_id, request.tenant)
         if refusal is not None:
             raise TerminalJobError(f"{refusal}; the generation was not run")
-        run = self.fallbacks.run(job, request, generate, self._emitter)
-        return await self._while_allowed(self.access, run, request)
-
-    async def _while_allowed(
-        self,
-        access: CachedAccess,
-        run: Coroutine[Any, Any, dict[str, Any]],
-        request: GenerationPayload,
-    ) -> dict[str, Any]:
-        """Runs the generation, stopping it (its provider stream closed) once its key or
-        tenant is refused."""
-        task = asyncio.create_task(run)
-        try:
-            while True:
-                done, _ = await asyncio.wait({task}, timeout=self.access_recheck)
-                if done:
-                    return task.result()
-                try:
-                    refusal = await access.refusal(request.key_id, request.tenant)
-                except Exception as exc:  # Redis away: keep going, the next check may pass
-                    log.warning("access check failed (%r); the generation goes on", exc)
-                    continue
-                if refusal is not None:
-                    await cancel_and_wait(task)
-                    if not task.cancelled() and task.exception() is None:
-                        return task.result()  # it finished before the stop reached it
-                    raise TerminalJobError(f"{refusal}; the generation was stopped")
-        finally:
-            if not task.done():  # this attempt was cancelled, or lost its lease
-                await cancel_and_wait(task)
+        watch = AccessWatch(self.access, request.key_id, request.tenant, self.access_recheck)
+        return await watch.run(self.fallbacks.run(job, request, generate, self._emitter))
 
     async def _generate(self, job: ActiveJob, request: GenerationPayload) -> dict[str, Any]:
         """One attempt on the request's own model."""
