@@ -208,6 +208,28 @@ async def test_tail_viewer_leaving_unsubscribes(redis_url: str, prefix: str) -> 
         assert (r.tail.viewers, r.tail.streams) == (0, 0)
 
 
+async def test_tail_last_viewer_leaving_while_entries_flow_keeps_the_reader(
+    redis_url: str, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The last viewer leaves while the reader paces its reads (entries flowing): the reader
+    goes back to waiting for viewers on the same connection, not to an XREAD of no stream
+    (refused by redis-py, which dropped the connection and logged a failure)."""
+    async with rig(redis_url, prefix, pace=0.05) as r:
+        for round_ in range(5):
+            job = f"job-{round_}"
+            for n in range(3):
+                await r.append(job, data=n)
+            follow = r.tail.follow(job)
+            await anext(follow)  # a read that found entries: the next one waits for the pace
+            await follow.aclose()  # during the pace's sleep
+            await asyncio.sleep(0.06)
+        reader = await r.clients(r.reader_name)
+        late = await r.append("late", "completed", None)
+        assert await asyncio.wait_for(collect(r.tail, "late"), 5) == [late]
+        assert [c["id"] for c in await r.clients(r.reader_name)] == [c["id"] for c in reader]
+    assert not [rec for rec in caplog.records if "reader failed" in rec.getMessage()]
+
+
 async def test_tail_viewer_cancelled_while_waiting_leaves_the_others_waiting(
     redis_url: str, prefix: str
 ) -> None:
