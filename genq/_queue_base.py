@@ -15,6 +15,7 @@ from typing import Any, Self
 from ._cluster import Call, is_cluster, server_time, socket_timeout
 from ._codecs import Codec, json_codec
 from ._events import as_text
+from ._job import Job
 from ._keys import Keys, check_prefix, check_tenant
 from ._scripts import Code, Scripts
 from .connection import RedisClient, RedisPipeline
@@ -143,6 +144,13 @@ class QueueBase:
         """The clock of the server holding this queue (the one its scripts use), in seconds."""
         seconds, micros = await server_time(self.redis, self.keys.ready)
         return seconds + micros / 1e6
+
+    async def get(self, job_id: str) -> Job | None:
+        """The job's record, or None when the id is unknown or its record expired."""
+        (raw,), now = await self.read_with_time(lambda pipe: pipe.hgetall(self.keys.job(job_id)))
+        if not raw:
+            return None
+        return Job.from_hash(raw, self.codec, self.result_codec, now)
 
     async def read_with_time(
         self, fill: Callable[[RedisPipeline], object]

@@ -15,13 +15,6 @@ from ._queue_base import QueueBase
 class Records(QueueBase):
     """What :class:`genq.Queue` answers about jobs' records."""
 
-    async def get(self, job_id: str) -> Job | None:
-        """The job's record, or None when the id is unknown or its record expired."""
-        (raw,), now = await self.read_with_time(lambda pipe: pipe.hgetall(self.keys.job(job_id)))
-        if not raw:
-            return None
-        return Job.from_hash(raw, self.codec, self.result_codec, now)
-
     async def find(self, idempotency_key: str) -> Job | None:
         """The job an idempotency key is bound to, or None when it is bound to none."""
         bound = await self.redis.get(self.keys.idempotency(idempotency_key))

@@ -30,7 +30,7 @@ from typing import Any
 from redis.asyncio.cluster import RedisCluster
 
 import genq
-from genq import Enqueued, EnqueueItem, Queue, ScriptCall, as_text
+from genq import Enqueued, EnqueueItem, Job, Queue, ScriptCall, as_text
 from genq_contract.budget_limits import BudgetExceeded, LimitKind, configured_limits
 from genq_contract.payload import GenerationPayload
 from genq_contract.spend import Price, max_cost_nanos, prices_key
@@ -71,6 +71,8 @@ class Admitted:
     enqueued: Enqueued
     daily_key: str | None
     reserved: bool
+    job: Job | None = None
+    """The job as enqueued, when it was asked for (``read_back``) and this request made it."""
 
 
 @dataclass(frozen=True)
@@ -108,13 +110,15 @@ class Admission:
         queues: Sequence[tuple[str, Queue]],
         claim: Claim | None,
         note: str = "",
+        read_back: bool = False,
     ) -> Admitted | Bound:
         """Admits the generation ``item`` (its ``job_id`` set) of ``payload`` for its tenant,
         holding ``claim`` (a keyed request) and adding the webhook ``note`` (a
         ``PendingGeneration`` member: ``genq_services.webhook_endpoints.note_pending``), and
         enqueues it into ``queue``, releasing the claim; or finds the key bound in one of
-        ``queues``. Raises the refusal (429, 402, 503; 409 when another request holds the claim
-        past ``CLAIM_WAIT``), and what the enqueue raises."""
+        ``queues``. With ``read_back`` the job's record is read in the same round trip
+        (``Admitted.job``). Raises the refusal (429, 402, 503; 409 when another request holds
+        the claim past ``CLAIM_WAIT``), and what the enqueue raises."""
         tenant = payload.tenant or ""
         job_id = str(item.job_id)
         release: ScriptCall | None = None
@@ -130,7 +134,7 @@ class Admission:
             args.append(note)
             admitted_in = keys[3]  # the in-flight set: the script adds the job to it on "ok"
             sent = await genq.enqueue_admitted(
-                queue, item, (self._script, keys, args), admitted_in, release, bound_in
+                queue, item, (self._script, keys, args), admitted_in, release, bound_in, read_back
             )
             reply = sent.admission
             kind = as_text(reply[0])
@@ -138,7 +142,7 @@ class Admission:
                 if sent.enqueued is None:
                     raise RuntimeError(f"{job_id}: admitted, but the enqueue did not see it")
                 daily = daily_key if int(reply[2]) else None
-                return Admitted(sent.enqueued, daily, bool(int(reply[1])))
+                return Admitted(sent.enqueued, daily, bool(int(reply[1])), sent.job)
             if kind == "replay":
                 provider, bound_queue = queues[int(reply[1]) - 1]
                 return Bound(provider, bound_queue, as_text(reply[2]))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -55,6 +56,9 @@ class Submitted:
     deduplicated: bool
     key_id: str = ""
     """The id of the key that asked (its watch token is bound to it)."""
+    job: Job | None = None
+    """The job as enqueued, when the caller asked for it (``read_back``) and it came with the
+    enqueue's round trip (single server); None otherwise: read it."""
 
 
 def created(gateway: Gateway, tenant: str, submitted: Submitted) -> GenerationCreated:
@@ -92,11 +96,14 @@ async def submit(
     body: GenerationRequest,
     idempotency_key: str | None,
     notify: WebhookNote | None = None,
+    read_back: bool = False,
 ) -> Submitted:
     """``notify``: the generation's end is a webhook event of this kind for its tenant's
-    endpoints (noted before the enqueue: ``gateway.admission.webhook_note``)."""
+    endpoints (noted before the enqueue: ``gateway.admission.webhook_note``). ``read_back``:
+    the new job's record is read in the enqueue's round trip where that is one
+    (``Submitted.job``), for a caller that answers with it."""
     if gateway.admission.at_once:
-        return await _submit_at_once(gateway, principal, body, idempotency_key, notify)
+        return await _submit_at_once(gateway, principal, body, idempotency_key, notify, read_back)
     if not idempotency_key:
         return await _submit(gateway, principal, body, None, notify)
     async with gateway.limiter.claim(f"{principal.tenant}:{idempotency_key}"):
@@ -109,6 +116,7 @@ async def _submit_at_once(
     body: GenerationRequest,
     idempotency_key: str | None,
     notify: WebhookNote | None,
+    read_back: bool = False,
 ) -> Submitted:
     """:func:`submit` on a single server: the replay lookup, the key's claim, every limit, the
     budget, the enqueue and the claim's release in one round trip
@@ -131,7 +139,7 @@ async def _submit_at_once(
             pending.queue.prefix, [(pending.job_id, pending.item.payload)], pending.tenant
         ):
             admitted = await admission.admit_and_enqueue(
-                pending.payload, pending.item, pending.queue, queues, claim, note
+                pending.payload, pending.item, pending.queue, queues, claim, note, read_back
             )
     except GatewayError:
         raise  # a refusal: nothing was taken, nothing enqueued
@@ -151,7 +159,10 @@ async def _submit_at_once(
             raise Unprocessable("the generation bound to this Idempotency-Key just expired; retry")
         return replay(job, principal, body.fingerprint(), gateway, admitted.provider)
     pending.charged, pending.reserved = admitted.daily_key, admitted.reserved
-    return await finish(gateway, principal, pending, admitted.enqueued)
+    submitted = await finish(gateway, principal, pending, admitted.enqueued)
+    if admitted.job is not None and submitted.id == admitted.job.id:
+        return dataclasses.replace(submitted, job=admitted.job)
+    return submitted
 
 
 async def _submit(

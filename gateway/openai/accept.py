@@ -46,6 +46,9 @@ async def accept(
         gateway.queues.for_model(body.model)
     except ModelNotAllowedError as exc:
         raise model_not_found(body.model) from exc
-    submitted = await submit(gateway, principal, body, idempotency_key, notify)
-    owned = await load_owned_job(gateway, submitted.id, principal.tenant)
+    submitted = await submit(gateway, principal, body, idempotency_key, notify, read_back=True)
+    if submitted.job is None:
+        owned = await load_owned_job(gateway, submitted.id, principal.tenant)
+    else:  # read in the enqueue's round trip: this caller's own new job
+        owned = OwnedJob(*gateway.queues.locate(submitted.id), submitted.job)
     return Accepted(owned, created=not submitted.deduplicated)

@@ -27,6 +27,7 @@ from tests.gateway.conftest import KEY_ALPHA, LiveGateway, client_for, make_sett
 
 SERVING = contextvars.ContextVar("serving", default=False)
 BODY = {"model": "demo/fast", "prompt": "count me", "params": {"max_tokens": 16}}
+SERVED = ("/v1/generations", "/v1/chat/completions")
 
 
 class Served:
@@ -37,7 +38,7 @@ class Served:
         self.state = app.state
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] == "/v1/generations":
+        if scope["type"] == "http" and scope["path"] in SERVED:
             SERVING.set(True)  # this request's task (and what it starts) only
         await self.app(scope, receive, send)
 
@@ -146,6 +147,40 @@ async def test_admission_resent_after_the_server_forgot_its_scripts_is_one_new_j
     assert answer.status_code == 202, answer.text  # its own job: not a replay of it
     assert len(listed) == 2 and answer.json()["id"] in {g["id"] for g in listed}
     assert await redis.exists(settings.keys.idempotency_claim("alpha:resent")) == 0
+
+
+async def test_chat_stream_reads_its_new_job_in_the_admissions_round_trip(
+    redis_url: str, prefix: str, writes: list[bytes]
+) -> None:
+    """A streamed chat completion's first chunk needs its job's record (its id, creation, model):
+    read in the same write as the admission and the enqueue, not in a round trip of its own
+    (``genq.enqueue_admitted``'s ``read_back``). Counted up to the first chunk: the writes that
+    run a script are one, and none reads the record on its own (``Queue.get``: HGETALL)."""
+    settings = make_settings(redis_url, prefix, key_cache_seconds=60)
+    body = {"model": "demo/fast", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    with LiveGateway(settings) as live:
+        async with client_for(live, KEY_ALPHA) as alpha:
+
+            async def first_chunk(key: str) -> dict[str, Any]:
+                headers = {"Idempotency-Key": key}
+                async with alpha.stream(
+                    "POST", "/v1/chat/completions", json=body, headers=headers
+                ) as answer:
+                    assert answer.status_code == 200
+                    async for line in answer.aiter_lines():
+                        if line.startswith("data: "):
+                            return dict(json.loads(line.removeprefix("data: ")))
+                raise AssertionError("no chunk")
+
+            await first_chunk("warm")  # the scripts loaded
+            writes.clear()
+            chunk = await first_chunk("counted")
+            trips = list(writes)
+    scripted = [w for w in trips if b"EVALSHA" in w]
+    assert len(scripted) == 1, trips
+    assert not [w for w in trips if w.startswith(b"*2\r\n$7\r\nHGETALL")], trips
+    assert chunk["object"] == "chat.completion.chunk" and chunk["model"] == "demo/fast"
+    assert chunk["choices"][0]["delta"]["role"] == "assistant"
 
 
 def _today() -> str:

@@ -74,3 +74,35 @@ async def test_enqueue_admitted_needs_the_jobs_id(redis, prefix) -> None:
     script = redis.register_script(ADMIT)
     with pytest.raises(ValueError, match="job_id"):
         await enqueue_admitted(queue, EnqueueItem({"n": 1}), (script, [], []), f"{prefix}:a")
+
+
+@pytest.mark.parametrize("pooled", [True, False], ids=["one-write", "one-by-one"])
+async def test_read_back_gives_the_job_as_get_reads_it_and_nothing_else(
+    redis_url: str, prefix: str, pooled: bool
+) -> None:
+    """With ``read_back`` an admitted new job comes back as ``Queue.get`` reads it (in the same
+    write where there is one); a refused one, or a key bound to another job, gives none."""
+    client = aioredis.Redis.from_url(redis_url, single_connection_client=not pooled)
+    try:
+        queue = Queue(client, prefix)
+        admitted_in = f"{prefix}:admitted"
+        admit = client.register_script(ADMIT)
+
+        async def send(job_id: str, verdict: str, key: str) -> object:
+            item = EnqueueItem({"n": job_id}, idempotency_key=key, job_id=job_id, priority=3)
+            return await enqueue_admitted(
+                queue, item, (admit, [admitted_in], [job_id, verdict]), admitted_in,
+                read_back=True,
+            )  # fmt: skip
+
+        made = await send("new-job", "yes", "k-1")
+        assert made.job is not None
+        assert made.job == await queue.get("new-job")
+        assert (made.job.payload, made.job.priority) == ({"n": "new-job"}, 3)
+        refused = await send("refused-job", "no", "k-2")
+        assert (refused.enqueued, refused.job) == (None, None)
+        replay = await send("other-job", "yes", "k-1")  # the key is bound to new-job
+        assert replay.enqueued is not None and replay.enqueued.deduplicated
+        assert (replay.enqueued.id, replay.job) == ("new-job", None)
+    finally:
+        await client.aclose()
