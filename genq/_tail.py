@@ -285,10 +285,10 @@ class Tail:
                 self._reader_id = int(await self._reader.client_id())
             if busy:
                 await asyncio.sleep(max(0.0, last_read + self._pace - time.monotonic()))
-                if not self._channels:  # the last viewer left meanwhile: nothing to read
-                    busy = False
-                    continue
             snapshot = dict(self._channels)
+            if not snapshot:  # the last viewer left while the reader connected or paced
+                busy = False
+                continue
             streams = {self.keys.events(job_id): c.cursor for job_id, c in snapshot.items()}
             self._read_version = self._version
             self._reading = not busy

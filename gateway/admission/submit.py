@@ -160,9 +160,8 @@ async def _submit_at_once(
         return replay(job, principal, body.fingerprint(), gateway, admitted.provider)
     pending.charged, pending.reserved = admitted.daily_key, admitted.reserved
     submitted = await finish(gateway, principal, pending, admitted.enqueued)
-    if admitted.job is not None and submitted.id == admitted.job.id:
-        return dataclasses.replace(submitted, job=admitted.job)
-    return submitted
+    # Admitted.job is there only for a job this request made, which finish answers with.
+    return dataclasses.replace(submitted, job=admitted.job) if admitted.job else submitted
 
 
 async def _submit(
