@@ -8,7 +8,9 @@ Three ways take turns, ``--calls`` each, for ``--rounds`` rounds:
 - ``post``: ``AsyncOpenAI.post(..., stream=True, stream_cls=AsyncStream[object])``, as the
   direct path sent before (:mod:`providers.openai_requests` says what it builds per request).
 - ``sender``: :class:`providers.openai_requests.StreamSender`, the request built once.
-- ``httpx``: the ceiling, httpx's own ``build_request`` and ``send`` with the same body.
+- ``httpx``: httpx's own ``build_request`` and ``send`` with the same body (the sender's path
+  before it made the request directly and sent it with httpx's one-hop send, for a client that
+  adds nothing to its requests, as this one and the worker's).
 
 It prints each way's median in microseconds and the sender's ratio to both.
 

@@ -8,14 +8,22 @@ build; that was most of the worker's time between a job's start and its request 
 static key; no provider runtime, workload identity, custom auth or idempotency header) all of
 it but the body comes out the same every time, so :class:`StreamSender` has the SDK build one
 request per client and path and sends each body with that request's URL, headers and timeout,
-through the client's httpx client (its cookies and transport, as the SDK's build would) and
-the SDK's own send. The answer is read as the SDK reads it: its exceptions for a timeout, a
-connection failure and an error status, its stream class for the chunks.
+through the client's httpx client (its cookies and transport, as the SDK's build would). The
+answer is read as the SDK reads it: its exceptions for a timeout, a connection failure and an
+error status, its stream class for the chunks.
 
-It leans on the SDK's private request path, so it is on only with the ``openai`` release it
-was compared against (:data:`GUARD`, the pinned one), and with any other the SDK's ``post``
-runs. ``tests/providers/test_openai_requests.py`` sends the same bodies both ways and compares
-what the server receives and what comes back.
+httpx's own layers cost the request as much again: ``build_request`` merges the client's
+headers, cookies and query into what the template already holds, and ``send`` walks an auth
+flow and a redirect loop around its one-hop send. Where the client adds nothing there (no
+stored cookie, no auth or event hook of its own, no credentials in the URL), the request is
+made directly and sent with httpx's one-hop send (its transport, cookie store and log line);
+a redirect is then followed by httpx's own loop, as ``send`` would. Any other client gets
+``build_request`` and ``send``.
+
+It leans on the SDK's and httpx's private request paths, so it is on only with the ``openai``
+and ``httpx`` releases it was compared against (:data:`GUARD`: the pinned ``openai``, httpx
+0.28.1), and with any other the SDK's ``post`` runs. ``tests/providers/test_openai_requests.py``
+sends the same bodies both ways and compares what the server receives and what comes back.
 """
 
 from __future__ import annotations
@@ -23,6 +31,8 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+import httpx
+from httpx._client import ClientState
 from openai import AsyncOpenAI, AsyncStream, OpenAIError
 from openai._base_client import get_platform
 from openai._compat import model_copy
@@ -35,12 +45,12 @@ from openai._utils._json import openapi_dumps
 from genq import PatchGuard, pinned
 
 GUARD = PatchGuard(
-    tested=pinned("openai"),
+    tested={**pinned("openai"), "httpx": "0.28.1"},
     off_warning="the direct OpenAI path builds each request with the SDK's post (slower to send)",
     logger="providers",
 )
-"""On with the ``openai`` release whose request path :class:`StreamSender` was compared
-against."""
+"""On with the ``openai`` and ``httpx`` releases whose request paths :class:`StreamSender`
+was compared against."""
 
 _senders: weakref.WeakKeyDictionary[AsyncOpenAI, dict[str, StreamSender | None]] = (
     weakref.WeakKeyDictionary()
@@ -51,31 +61,30 @@ class StreamSender:
     """Sends JSON bodies to one path of one client as streamed requests, built as the SDK
     built its first one."""
 
-    __slots__ = ("_extensions", "_headers", "_options", "_sdk", "_url")
+    __slots__ = ("_extensions", "_headers", "_http", "_options", "_sdk", "_url")
 
     def __init__(self, sdk: AsyncOpenAI, options: FinalRequestOptions, template: Any) -> None:
         self._sdk = sdk
         self._options = options
-        self._url = str(template.url)
+        self._url: httpx.URL = template.url  # parsed once
         # The body's own length is set by the build of each request. Kept as the client's
         # own headers type, which the build copies as it is instead of reading each name anew.
         self._headers = template.headers.copy()
         del self._headers["content-length"]
         self._extensions = dict(template.extensions)
+        # The client when it is httpx's own (LiteLLM's is; not a subclass, whose methods may
+        # differ) and the URL holds no credentials (httpx would make them the request's auth).
+        client: Any = sdk._client  # typed by the SDK as its own httpx2 client
+        lean = type(client) is httpx.AsyncClient and not self._url.userinfo
+        self._http: httpx.AsyncClient | None = client if lean else None
 
     async def send(self, body: dict[str, Any]) -> AsyncStream[Any]:
         """The SDK's stream of chunks (each the JSON object it parsed), or the exception the
         SDK raises for the same answer."""
         sdk = self._sdk
-        request = sdk._client.build_request(
-            "POST",
-            self._url,
-            headers=self._headers,
-            content=openapi_dumps(body),
-            extensions=dict(self._extensions),
-        )
+        request: Any = self._request(openapi_dumps(body))
         try:
-            response = await sdk._send_request(request, stream=True)
+            response: Any = await self._sent(request)
         except timeout_exceptions() as err:
             raise APITimeoutError(request=request) from err
         except OpenAIError:
@@ -91,6 +100,56 @@ class StreamSender:
         return AsyncStream[object](
             cast_to=object, response=response, client=sdk, options=self._options
         )
+
+    def _request(self, content: bytes) -> Any:
+        """What the client's ``build_request`` makes of the template and ``content``: made
+        directly where the client has nothing to merge into it but what the template, built
+        by it, holds already (its headers and query), which is while it stores no cookie."""
+        if self._http is None or self._http.cookies:
+            client: Any = self._sdk._client
+            return client.build_request(
+                "POST",
+                self._url,
+                headers=self._headers,
+                content=content,
+                extensions=dict(self._extensions),
+            )
+        return httpx.Request(
+            "POST",
+            self._url,
+            headers=self._headers,
+            content=content,
+            extensions=dict(self._extensions),
+        )
+
+    async def _sent(self, request: Any) -> Any:
+        """What the SDK's send (the client's ``send(request, stream=True)``) answers."""
+        client = self._http
+        if (
+            client is None
+            or client.is_closed
+            or client.auth is not None
+            or any(client.event_hooks.values())
+        ):
+            return await self._sdk._send_request(request, stream=True)
+        # What send does for such a client, its auth flow and redirect loop passing the
+        # request and its answer through unchanged, but for a redirect.
+        client._state = ClientState.OPENED
+        response = await client._send_single_request(request)
+        if not response.has_redirect_location:
+            return response
+        try:
+            next_request = client._build_redirect_request(request, response)
+            if not client.follow_redirects:
+                response.next_request = next_request
+                return response
+            await response.aread()
+            return await client._send_handling_redirects(
+                next_request, follow_redirects=True, history=[response]
+            )
+        except BaseException:
+            await response.aclose()
+            raise
 
 
 async def sender(sdk: AsyncOpenAI, path: str) -> StreamSender | None:

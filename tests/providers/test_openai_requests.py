@@ -4,7 +4,9 @@ Each test sends the same bodies both ways, through clients made as the direct pa
 and through ones with organization, project, extra headers and a cookie a response set, to a
 respx-mocked server, and compares what the server received (method, URL, every header in
 order, body, timeout) and what came back: the chunks, or the SDK's exception for the same
-answer.
+answer. The httpx clients under them are plain (the sender's own one-hop send, as LiteLLM's
+client gets) or add to their requests (query params, basic auth, credentials in the URL, an
+event hook), and a redirect is followed or answered as ``send`` does.
 """
 
 from __future__ import annotations
@@ -222,15 +224,19 @@ async def test_a_client_whose_requests_differ_is_left_to_post(http: httpx.AsyncC
     assert await openai_requests.sender(sdk, PATH) is None
 
 
-async def test_another_openai_release_leaves_every_request_to_post(
-    http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("dist", ["openai", "httpx"])
+async def test_another_openai_or_httpx_release_leaves_every_request_to_post(
+    http: httpx.AsyncClient,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    dist: str,
 ) -> None:
-    monkeypatch.setitem(openai_requests.GUARD.tested, "openai", "0.0.1")
+    monkeypatch.setitem(openai_requests.GUARD.tested, dist, "0.0.1")
     try:
         with caplog.at_level(logging.WARNING, logger="providers"):
             assert openai_requests.GUARD.check() is False
         assert [r.getMessage() for r in caplog.records] == [
-            f"openai {version('openai')} is not the tested 0.0.1: the direct OpenAI path builds "
+            f"{dist} {version(dist)} is not the tested 0.0.1: the direct OpenAI path builds "
             "each request with the SDK's post (slower to send)"
         ]
         sdk = client_kinds()["plain"](http)
@@ -242,3 +248,120 @@ async def test_another_openai_release_leaves_every_request_to_post(
     finally:
         monkeypatch.undo()
         assert openai_requests.GUARD.check()
+
+
+async def test_a_plain_client_sends_without_its_send_layers(
+    http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The path the worker takes (LiteLLM's client stores no cookie and has no auth or event
+    hook of its own): built and sent without ``build_request`` and ``send``, yet received as
+    the SDK's post sends it (the tests above)."""
+    sdk = client_kinds()["plain"](http)
+
+    def not_here(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the client's own layers ran")
+
+    sender = await openai_requests.sender(sdk, PATH)  # made before: its template is built
+    assert sender is not None
+    monkeypatch.setattr(http, "build_request", not_here)
+    monkeypatch.setattr(http, "send", not_here)
+    with respx.mock() as mock:
+        mock.post(URL).mock(side_effect=stream_answer)
+        chunks = await chunks_of(await sender.send(BODIES[0]))
+    assert [c["choices"][0]["delta"].get("content") for c in chunks[:2]] == ["Hel", "lo"]
+
+
+def moved(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(307, headers={"location": "http://mirror.test/v1/chat/completions"})
+
+
+@pytest.mark.parametrize("follow", [True, False])
+async def test_a_redirect_is_answered_as_send_answers_it(follow: bool) -> None:
+    """Followed (the body sent again to the new place, as a 307 asks) where the client
+    follows redirects, as LiteLLM's does; else the SDK's error for the 307 either way."""
+    async with httpx.AsyncClient(follow_redirects=follow) as http:
+        sdk = client_kinds()["plain"](http)
+        outcomes: dict[str, Any] = {}
+        with respx.mock(assert_all_called=False) as mock:
+            first = mock.post(URL).mock(side_effect=moved)
+            second = mock.post("http://mirror.test/v1/chat/completions").mock(
+                side_effect=stream_answer
+            )
+            for name, send in WAYS.items():
+                try:
+                    outcomes[name] = await chunks_of(await send(sdk, BODIES[0]))
+                except APIStatusError as exc:
+                    outcomes[name] = (type(exc), str(exc), exc.status_code)
+    if follow:
+        assert outcomes["sender"] == outcomes["post"]
+        assert outcomes["sender"][0]["choices"][0]["delta"]["content"] == "Hel"
+        assert second.call_count == 2
+        by_post, by_sender = (seen(call.request) for call in second.calls)
+        assert by_sender == by_post
+    else:
+        assert outcomes["sender"] == outcomes["post"]
+        assert outcomes["sender"][2] == 307
+        assert second.call_count == 0
+    assert first.call_count == 2
+
+
+def hooked_client() -> tuple[httpx.AsyncClient, list[str]]:
+    heard: list[str] = []
+
+    async def hook(request: httpx.Request) -> None:
+        heard.append(str(request.url))
+
+    return httpx.AsyncClient(event_hooks={"request": [hook]}), heard
+
+
+def basic_auth(request: tuple[Any, ...]) -> bool:
+    return any(
+        name == b"Authorization" and value.startswith(b"Basic") for name, value in request[2]
+    )
+
+
+ADDING_CLIENTS: dict[str, tuple[Callable[[], httpx.AsyncClient], Callable[..., bool]]] = {
+    "query params": (
+        lambda: httpx.AsyncClient(params={"api-version": "2024-10-21"}),
+        lambda request: "?api-version=2024-10-21" in request[1],
+    ),
+    "basic auth": (lambda: httpx.AsyncClient(auth=("user", "secret")), basic_auth),
+}
+
+
+@pytest.mark.parametrize("kind", list(ADDING_CLIENTS))
+async def test_a_client_that_adds_to_its_requests_is_received_the_same(kind: str) -> None:
+    make, added = ADDING_CLIENTS[kind]
+    async with make() as http:
+        sdk = client_kinds()["plain"](http)
+        with respx.mock() as mock:
+            route = mock.post(url__startswith=URL).mock(side_effect=stream_answer)
+            got = {name: await chunks_of(await send(sdk, BODIES[0])) for name, send in WAYS.items()}
+    by_post, by_sender = (seen(call.request) for call in route.calls)
+    assert by_sender == by_post
+    assert added(by_post)
+    assert got["sender"] == got["post"]
+
+
+async def test_credentials_in_the_base_url_are_received_the_same(http: httpx.AsyncClient) -> None:
+    """httpx makes a URL's credentials the request's basic auth, over the SDK's key."""
+    base = "http://user:secret@provider.test/v1"
+    sdk = AsyncOpenAI(api_key="sk-one", base_url=base, max_retries=0, http_client=http)
+    with respx.mock() as mock:
+        route = mock.post(URL).mock(side_effect=stream_answer)
+        for send in WAYS.values():
+            await chunks_of(await send(sdk, BODIES[0]))
+    by_post, by_sender = (seen(call.request) for call in route.calls)
+    assert by_sender == by_post
+    assert basic_auth(by_post)
+
+
+async def test_an_event_hook_hears_each_request_either_way() -> None:
+    http, heard = hooked_client()
+    async with http:
+        sdk = client_kinds()["plain"](http)
+        with respx.mock() as mock:
+            mock.post(URL).mock(side_effect=stream_answer)
+            for send in WAYS.values():
+                await chunks_of(await send(sdk, BODIES[0]))
+    assert heard == [URL, URL]
