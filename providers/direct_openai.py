@@ -72,6 +72,7 @@ from providers import openai_requests
 from providers._lean_streams import anyone_reads_the_response
 from providers._litellm import litellm
 from providers.deltas import Delta, ToolCallPiece, tool_call_pieces, usage_counts
+from providers.openai_stream import ChunkStream
 
 log = logging.getLogger("providers.direct_openai")
 
@@ -324,7 +325,7 @@ async def open_stream(
     params: Mapping[str, Any],
     api_base: str | None,
     api_key: str | None,
-) -> AsyncStream[Any]:
+) -> AsyncStream[Any] | ChunkStream:
     """Sends the request; the SDK's stream of chunks, each the JSON object it parsed."""
     sdk = client(api_base, api_key)
     if any(None in message.values() for message in messages):
@@ -340,14 +341,15 @@ async def open_stream(
     return await _post_stream(sdk, body)
 
 
-async def _post_stream(sdk: AsyncOpenAI, body: dict[str, Any]) -> AsyncStream[Any]:
+async def _post_stream(sdk: AsyncOpenAI, body: dict[str, Any]) -> AsyncStream[Any] | ChunkStream:
     """The SDK's own request path below ``chat.completions.create``: that method first walks
     the body against its parameter types (a fraction of a millisecond per request), which for
     the plain JSON :func:`serves` admits changes nothing (the tests compare the bodies the
     server receives either way). The request is the SDK's first one for the client, with
     this body (:mod:`providers.openai_requests`), or where that is off, built by ``post``.
     The stream's chunk type is ``object``, for which the SDK yields the JSON it parsed as it
-    is (an error event still raises its ``APIError``)."""
+    is (an error event still raises its ``APIError``); the sender reads it so too, in one loop
+    (:mod:`providers.openai_stream`)."""
     fast = await openai_requests.sender(sdk, "/chat/completions")
     if fast is not None:
         return await fast.send(body)

@@ -39,10 +39,12 @@ from openai._compat import model_copy
 from openai._exceptions import APIConnectionError, APITimeoutError
 from openai._httpx2 import request_exceptions, status_exceptions, timeout_exceptions
 from openai._models import FinalRequestOptions
+from openai._streaming import SSEDecoder
 from openai._utils import asyncify
 from openai._utils._json import openapi_dumps
 
 from genq import PatchGuard, pinned
+from providers.openai_stream import ChunkStream
 
 GUARD = PatchGuard(
     tested={**pinned("openai"), "httpx": "0.28.1"},
@@ -61,7 +63,7 @@ class StreamSender:
     """Sends JSON bodies to one path of one client as streamed requests, built as the SDK
     built its first one."""
 
-    __slots__ = ("_extensions", "_headers", "_http", "_options", "_sdk", "_url")
+    __slots__ = ("_extensions", "_headers", "_http", "_lean_read", "_options", "_sdk", "_url")
 
     def __init__(self, sdk: AsyncOpenAI, options: FinalRequestOptions, template: Any) -> None:
         self._sdk = sdk
@@ -77,8 +79,15 @@ class StreamSender:
         client: Any = sdk._client  # typed by the SDK as its own httpx2 client
         lean = type(client) is httpx.AsyncClient and not self._url.userinfo
         self._http: httpx.AsyncClient | None = client if lean else None
+        # Where AsyncStream[object] runs its legacy mode with the SDK's text decoder, its
+        # chunks are read by ChunkStream (the same chunks and exceptions, for less).
+        self._lean_read = (
+            options.stream_mode == "legacy"
+            and not options.synthesize_event_and_data
+            and type(sdk._make_sse_decoder()) is SSEDecoder
+        )
 
-    async def send(self, body: dict[str, Any]) -> AsyncStream[Any]:
+    async def send(self, body: dict[str, Any]) -> AsyncStream[Any] | ChunkStream:
         """The SDK's stream of chunks (each the JSON object it parsed), or the exception the
         SDK raises for the same answer."""
         sdk = self._sdk
@@ -97,6 +106,10 @@ class StreamSender:
             if not err.response.is_closed:
                 await err.response.aread()
             raise sdk._make_status_error_from_response(err.response) from None
+        decoder = sdk._make_sse_decoder()
+        if self._lean_read and "content-encoding" not in response.headers:
+            assert isinstance(decoder, SSEDecoder)  # _lean_read: the SDK's own
+            return ChunkStream(response, decoder)
         return AsyncStream[object](
             cast_to=object, response=response, client=sdk, options=self._options
         )

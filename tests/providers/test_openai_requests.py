@@ -11,6 +11,7 @@ event hook), and a redirect is followed or answered as ``send`` does.
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -24,6 +25,7 @@ from openai import APIConnectionError, APIStatusError, APITimeoutError, AsyncOpe
 from openai.types.chat import ChatCompletion
 
 from providers import direct_openai, openai_requests
+from providers.openai_stream import ChunkStream
 
 BASE = "http://provider.test/v1"
 URL = f"{BASE}/chat/completions"
@@ -159,9 +161,31 @@ async def test_the_chunks_are_the_sdks(http: httpx.AsyncClient) -> None:
     sdk = client_kinds()["plain"](http)
     with respx.mock() as mock:
         mock.post(URL).mock(side_effect=stream_answer)
-        got = {name: await chunks_of(await send(sdk, BODIES[0])) for name, send in WAYS.items()}
+        streams = {name: await send(sdk, BODIES[0]) for name, send in WAYS.items()}
+        got = {name: await chunks_of(stream) for name, stream in streams.items()}
+    assert isinstance(streams["sender"], ChunkStream)  # read in one loop (test_openai_stream)
     assert got["sender"] == got["post"]
     assert [c["choices"][0]["delta"].get("content") for c in got["sender"][:2]] == ["Hel", "lo"]
+
+
+async def test_an_encoded_answer_is_read_by_the_sdks_stream(http: httpx.AsyncClient) -> None:
+    """The chunk stream reads bytes as they came; a compressed answer is the SDK's to read
+    (httpx decodes it), with the same chunks."""
+    sdk = client_kinds()["plain"](http)
+
+    def gzipped(request: httpx.Request) -> httpx.Response:
+        headers = {"content-type": "text/event-stream", "content-encoding": "gzip"}
+        return httpx.Response(200, headers=headers, content=gzip.compress(SSE))
+
+    got: dict[str, Any] = {}
+    with respx.mock() as mock:
+        mock.post(URL).mock(side_effect=gzipped)
+        for name, send in WAYS.items():
+            stream = await send(sdk, BODIES[0])
+            got[name] = (isinstance(stream, ChunkStream), await chunks_of(stream))
+    assert got["sender"] == got["post"]
+    assert got["sender"][0] is False
+    assert [c["choices"][0]["delta"].get("content") for c in got["sender"][1][:2]] == ["Hel", "lo"]
 
 
 ERRORS: dict[str, Callable[[httpx.Request], httpx.Response]] = {
