@@ -10,9 +10,10 @@ it but the body comes out the same every time, so :class:`StreamSender` has the 
 request per client and path and sends each body with that request's URL, headers and timeout,
 through the client's httpx client (its cookies and transport, as the SDK's build would). The
 answer is read as the SDK reads it: its exceptions for a timeout, a connection failure and an
-error status, its stream class for the chunks.
+error status, its stream class for the chunks (or :class:`providers.openai_stream.ChunkStream`,
+which reads them as that class does, for less).
 
-httpx's own layers cost the request as much again: ``build_request`` merges the client's
+httpx's own layers were most of what was left: ``build_request`` merges the client's
 headers, cookies and query into what the template already holds, and ``send`` walks an auth
 flow and a redirect loop around its one-hop send. Where the client adds nothing there (no
 stored cookie, no auth or event hook of its own, no credentials in the URL), the request is

@@ -59,6 +59,31 @@ def frame(body: dict[str, Any], entry_id: str | None = None) -> bytes:
     return (f"id: {entry_id}\n" if entry_id else "").encode() + f"data: {data}\n\n".encode()
 
 
+_MARK = "\x00genq text\x00"
+
+
+class TextFrames:
+    """One stream's text chunks, each the bytes :func:`frame` makes of ``chat_chunk(job,
+    {"content": text}, **extra)``: that chunk's JSON is made once, and each text's JSON string
+    put in its place (a viewer's stream is mostly these; a chunk's dict and JSON made for each
+    took two thirds of the frame's time)."""
+
+    __slots__ = ("_after", "_before", "_extra", "_job")
+
+    def __init__(self, job: Job, **extra: Any) -> None:
+        self._job, self._extra = job, extra
+        body = json.dumps(chat_chunk(job, {"content": _MARK}, **extra), separators=(",", ":"))
+        parts = body.split(json.dumps(_MARK))
+        # Two parts unless the job's own fields held the mark: then each frame is made whole.
+        self._before, self._after = (parts[0], parts[1]) if len(parts) == 2 else ("", "")
+
+    def frame(self, text: str, entry_id: str) -> bytes:
+        if not self._before:
+            return frame(chat_chunk(self._job, {"content": text}, **self._extra), entry_id)
+        head = f"id: {entry_id}\n" if entry_id else ""
+        return f"{head}data: {self._before}{json.dumps(text)}{self._after}\n\n".encode()
+
+
 def failure(job: Job) -> OpenAIError:
     """The error a chat client gets for a generation that did not complete."""
     if job.status is JobStatus.CANCELLED:
@@ -118,6 +143,7 @@ async def chunk_stream(
     if cursor is None:
         yield frame(chat_chunk(job, {"role": "assistant", "content": "", "refusal": None}, **usage))
     deltas = ChatDeltas()
+    texts = TextFrames(job, **usage)
     if cursor is not None:
         deltas.prime(await owned.queue.events_range(job.id, upto=cursor))
     tail = gateway.tails[owned.provider]
@@ -130,7 +156,9 @@ async def chunk_stream(
             out: list[bytes] = []
             for entry in batch:
                 delta = deltas.delta(entry)
-                if delta is not None:
+                if delta is not None and delta.keys() == {"content"}:
+                    out.append(texts.frame(delta["content"], entry.id))
+                elif delta is not None:
                     out.append(frame(chat_chunk(job, delta, **usage), entry.id))
                 elif entry.type == "restarted":
                     restart = chat_chunk(job, {"content": ""}, genq=RESTARTED, **usage)

@@ -4,10 +4,10 @@ Hypothesis writes event streams (chunks, provider error events, ``thread.`` even
 ids and retries, several data lines, text that is not JSON or not UTF-8, ``[DONE]`` and what
 follows it), ends each line with LF, CRLF or CR, cuts the bytes at random places or between
 events (the pieces the short path reads) and may make the connection fail or time out after
-the last piece. The SDK's stream and
-:class:`providers.openai_stream.ChunkStream` each read the same pieces from a response of
-their own; what they yield, the exception they end with (its type, message, body and cause),
-how many pieces they read and whether the response is closed must be the same.
+the last piece. The SDK's stream and :class:`providers.openai_stream.ChunkStream` each read
+the same pieces from a response of their own; what they yield, the exception they end with
+(its type, message, body and cause), how many pieces they read and whether the response is
+closed must be the same.
 """
 
 from __future__ import annotations
