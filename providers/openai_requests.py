@@ -107,8 +107,8 @@ class StreamSender:
             if not err.response.is_closed:
                 await err.response.aread()
             raise sdk._make_status_error_from_response(err.response) from None
-        decoder = sdk._make_sse_decoder()
         if self._lean_read and "content-encoding" not in response.headers:
+            decoder = sdk._make_sse_decoder()
             assert isinstance(decoder, SSEDecoder)  # _lean_read: the SDK's own
             return ChunkStream(response, decoder)
         return AsyncStream[object](
@@ -119,16 +119,9 @@ class StreamSender:
         """What the client's ``build_request`` makes of the template and ``content``: made
         directly where the client has nothing to merge into it but what the template, built
         by it, holds already (its headers and query), which is while it stores no cookie."""
-        if self._http is None or self._http.cookies:
-            client: Any = self._sdk._client
-            return client.build_request(
-                "POST",
-                self._url,
-                headers=self._headers,
-                content=content,
-                extensions=dict(self._extensions),
-            )
-        return httpx.Request(
+        client: Any = self._sdk._client
+        make = client.build_request if self._http is None or self._http.cookies else httpx.Request
+        return make(
             "POST",
             self._url,
             headers=self._headers,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -39,7 +39,7 @@ class Source(httpx.AsyncByteStream):
     pieces: list[bytes]
     failure: Exception | None = None
     read: int = 0
-    closed: bool = field(default=False)
+    closed: bool = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         for piece in self.pieces:
