@@ -87,6 +87,15 @@ class _Outcome:
     reason: str = "error"
 
 
+async def _handlers_first_steps() -> None:
+    """Two turns of the event loop for the handlers just started, before the worker writes its
+    next offer (whose Python would otherwise run first): in the first each handler runs to its
+    first wait (a generation's provider request made), in the second what that wait left
+    scheduled runs (aiohttp writes a request from a task of its own, started then)."""
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+
+
 class Worker:
     """Runs a handler over a queue's jobs with bounded concurrency: at most ``concurrency``
     handlers at once (a job whose handler ended takes no slot while its settle is on its way).
@@ -263,6 +272,8 @@ class Worker:
                     taken += len(claimed)
                     if taken >= free or expired:  # more may be ready: pick again at once
                         continue
+                    if taken:
+                        await _handlers_first_steps()
                     # Fewer than asked: nothing else could be claimed now, and another pick at
                     # once would only hold the server while the jobs just taken start. A job
                     # enqueued meanwhile rang the doorbell or was handed off under the offer
@@ -287,9 +298,7 @@ class Worker:
                             break
                         handed = HandOff.parse(rung[1])
                         await self._take(handed.fields, handed.token)
-                        # A turn of the loop: the job's handler runs to its first wait (a
-                        # generation's provider request sent) before this worker offers again.
-                        await asyncio.sleep(0)
+                        await _handlers_first_steps()
                         if not handed.offered_by(offer):  # the pick files it under this worker
                             adopted = f"{handed.holder}\0{handed.fields['id']}"
                             break

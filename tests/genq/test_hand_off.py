@@ -295,3 +295,46 @@ async def test_a_job_handed_to_a_worker_resized_to_nothing_goes_back_to_the_line
         assert await queue.wait(job.id, timeout=10) == "done"
     assert ran == [job.id]
     await check_invariants(queue, [job.id])
+
+
+@pytest.mark.parametrize("arrival", ["handed off", "picked when due"])
+async def test_a_started_jobs_first_steps_run_before_the_next_offer(
+    queue: Queue, monkeypatch: pytest.MonkeyPatch, arrival: str
+) -> None:
+    """A handler's first step, and the task it starts there (as aiohttp writes a request from
+    a task of its own), run before the worker writes its next offer: a generation's provider
+    request is on its way first, the offer's Python after it."""
+    order: list[str] = []
+    real_wait = _worker.Worker._wait
+
+    async def watched_wait(self: _worker.Worker, offer: str, timeout: float) -> Any:
+        order.append("offer")
+        return await real_wait(self, offer, timeout)
+
+    monkeypatch.setattr(_worker.Worker, "_wait", watched_wait)
+    writers: set[asyncio.Task[None]] = set()
+
+    async def write(answered: asyncio.Future[None]) -> None:
+        order.append("request written")
+        answered.set_result(None)
+
+    async def handler(job: ActiveJob) -> str:
+        order.append("first step")
+        answered = asyncio.get_running_loop().create_future()
+        writer = asyncio.create_task(write(answered))
+        writers.add(writer)
+        await answered
+        return "done"
+
+    async with queue.worker(handler, concurrency=2, poll=30) as worker:
+        async with asyncio.timeout(10):
+            while not worker._blocking:
+                await asyncio.sleep(0.005)
+        order.clear()
+        if arrival == "handed off":
+            job = await queue.enqueue("lone")
+        else:  # not handed off (it is not runnable yet): the pick that finds it due starts it
+            job = await queue.enqueue("later", delay=0.2)
+        assert await queue.wait(job.id, timeout=10) == "done"
+        assert order[:3] == ["first step", "request written", "offer"]
+    await check_invariants(queue, [job.id])
