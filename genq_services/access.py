@@ -20,6 +20,7 @@ streaming generation, one round trip per snapshot per process).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from genq import as_text
 from genq_contract.api_keys import KEY_ID_LENGTH, KEY_ID_PATTERN
 from genq_contract.keys import GatewayKeys
 from genq_contract.refusals import disabled_reason, revoked_reason
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CACHE_SECONDS = 5.0
 
@@ -114,7 +117,11 @@ class Access:
 
 class CachedAccess:
     """:class:`Access` answered from a snapshot at most ``ttl`` seconds old
-    (``GENQ_ACCESS_CACHE_SECONDS``): a revocation reaches its holder within ``ttl``."""
+    (``GENQ_ACCESS_CACHE_SECONDS``): a revocation reaches its holder within ``ttl``.
+
+    A snapshot past half its ``ttl`` is read again in a task of its own while it still
+    answers, so that a check (a generation about to call its provider) seldom waits for the
+    read; one ``ttl`` old is never used (the check reads first, as without the task)."""
 
     def __init__(self, access: Access, ttl: float = DEFAULT_CACHE_SECONDS) -> None:
         if ttl < 0:
@@ -124,6 +131,9 @@ class CachedAccess:
         self._snapshot: Snapshot | None = None
         self._read_at = 0.0
         self._lock = asyncio.Lock()
+        self._forgotten = 0
+        """How many times :meth:`forget` ran: a read begun before it is not kept."""
+        self._refresh: asyncio.Task[None] | None = None
 
     async def allowed(self, key_id: str | None, tenant: str | None) -> bool:
         return await self.refusal(key_id, tenant) is None
@@ -135,15 +145,40 @@ class CachedAccess:
 
     async def snapshot(self) -> Snapshot:
         """Both sets, as read at most ``ttl`` seconds ago."""
-        if self._snapshot is not None and time.monotonic() - self._read_at < self.ttl:
-            return self._snapshot
+        snapshot = self._snapshot
+        if snapshot is not None:
+            age = time.monotonic() - self._read_at
+            if age < self.ttl:
+                if age >= self.ttl / 2 and self._refresh is None:
+                    self._refresh = asyncio.get_running_loop().create_task(self._read_ahead())
+                return snapshot
         async with self._lock:  # one read for every job that asks at the same moment
             if self._snapshot is None or time.monotonic() - self._read_at >= self.ttl:
-                read_at = time.monotonic()
-                self._snapshot = await self.access.snapshot()
-                self._read_at = read_at
+                await self._read()
+            while self._snapshot is None:  # forgotten while it was read: read again
+                await self._read()
             return self._snapshot
 
+    async def _read(self) -> None:
+        """Reads the snapshot and keeps it, unless :meth:`forget` ran meanwhile."""
+        forgotten, read_at = self._forgotten, time.monotonic()
+        snapshot = await self.access.snapshot()
+        if forgotten == self._forgotten:
+            self._snapshot, self._read_at = snapshot, read_at
+
+    async def _read_ahead(self) -> None:
+        """The background read: a failed one is left to the check that finds the snapshot
+        expired (it reads, and raises, as it would have)."""
+        try:
+            async with self._lock:
+                if self._snapshot is not None and time.monotonic() - self._read_at >= self.ttl / 2:
+                    await self._read()
+        except Exception as exc:
+            log.debug("reading the access snapshot ahead failed: %s", exc)
+        finally:
+            self._refresh = None
+
     def forget(self) -> None:
-        """Drops the snapshot: the next check reads Redis."""
+        """Drops the snapshot: the next check reads Redis (a read under way is not kept)."""
         self._snapshot = None
+        self._forgotten += 1
