@@ -49,13 +49,22 @@ async def age_past(seconds: float, since: float) -> None:
     await asyncio.sleep(max(0.0, since + seconds - time.monotonic()))
 
 
-async def test_past_half_its_ttl_a_check_answers_at_once_and_the_snapshot_is_read_again(
+async def checked_once(
     redis: aioredis.Redis, prefix: str
-) -> None:
+) -> tuple[HeldAccess, CachedAccess, float]:
+    """A cache of ``TTL`` over a fresh namespace, after its first check (allowed): when that
+    snapshot was read."""
     access = HeldAccess(redis, prefix)
     cache = CachedAccess(access, ttl=TTL)
     read_at = time.monotonic()
     assert await cache.refusal(KEY_ID, "acme") is None
+    return access, cache, read_at
+
+
+async def test_past_half_its_ttl_a_check_answers_at_once_and_the_snapshot_is_read_again(
+    redis: aioredis.Redis, prefix: str
+) -> None:
+    access, cache, read_at = await checked_once(redis, prefix)
     assert access.reads == 1
     await access.revoke_key_ids([KEY_ID])
     assert await cache.refusal(KEY_ID, "acme") is None  # young: the snapshot, no read
@@ -77,10 +86,7 @@ async def test_past_half_its_ttl_a_check_answers_at_once_and_the_snapshot_is_rea
 
 
 async def test_a_snapshot_ttl_old_is_never_used(redis: aioredis.Redis, prefix: str) -> None:
-    access = HeldAccess(redis, prefix)
-    cache = CachedAccess(access, ttl=TTL)
-    read_at = time.monotonic()
-    assert await cache.refusal(KEY_ID, "acme") is None
+    access, cache, read_at = await checked_once(redis, prefix)
     await access.disable_tenant("acme")
     await age_past(TTL, read_at)  # no check in between: nothing was read ahead
     assert await cache.refusal(KEY_ID, "acme") == disabled_reason("acme")
@@ -90,10 +96,7 @@ async def test_a_snapshot_ttl_old_is_never_used(redis: aioredis.Redis, prefix: s
 async def test_a_read_under_way_when_the_cache_is_told_to_forget_is_not_kept(
     redis: aioredis.Redis, prefix: str
 ) -> None:
-    access = HeldAccess(redis, prefix)
-    cache = CachedAccess(access, ttl=TTL)
-    read_at = time.monotonic()
-    assert await cache.refusal(KEY_ID, "acme") is None
+    access, cache, read_at = await checked_once(redis, prefix)
     await age_past(TTL / 2, read_at)
     access.go.clear()
     assert await cache.refusal(KEY_ID, "acme") is None  # starts the read ahead, held
@@ -111,10 +114,7 @@ async def test_a_read_under_way_when_the_cache_is_told_to_forget_is_not_kept(
 async def test_a_failed_read_ahead_keeps_the_snapshot_and_the_expired_check_raises(
     redis: aioredis.Redis, prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    access = HeldAccess(redis, prefix)
-    cache = CachedAccess(access, ttl=TTL)
-    read_at = time.monotonic()
-    assert await cache.refusal(KEY_ID, "acme") is None
+    access, cache, read_at = await checked_once(redis, prefix)
     await age_past(TTL / 2, read_at)
     access.failing = True
     with caplog.at_level("DEBUG", logger="genq_services.access"):
