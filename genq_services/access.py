@@ -147,17 +147,21 @@ class CachedAccess:
         """Both sets, as read at most ``ttl`` seconds ago."""
         snapshot = self._snapshot
         if snapshot is not None:
-            age = time.monotonic() - self._read_at
+            age = self._age()
             if age < self.ttl:
                 if age >= self.ttl / 2 and self._refresh is None:
                     self._refresh = asyncio.get_running_loop().create_task(self._read_ahead())
                 return snapshot
         async with self._lock:  # one read for every job that asks at the same moment
-            if self._snapshot is None or time.monotonic() - self._read_at >= self.ttl:
+            if self._snapshot is None or self._age() >= self.ttl:
                 await self._read()
             while self._snapshot is None:  # forgotten while it was read: read again
                 await self._read()
             return self._snapshot
+
+    def _age(self) -> float:
+        """Seconds since the snapshot held was read."""
+        return time.monotonic() - self._read_at
 
     async def _read(self) -> None:
         """Reads the snapshot and keeps it, unless :meth:`forget` ran meanwhile."""
@@ -171,7 +175,7 @@ class CachedAccess:
         expired (it reads, and raises, as it would have)."""
         try:
             async with self._lock:
-                if self._snapshot is not None and time.monotonic() - self._read_at >= self.ttl / 2:
+                if self._snapshot is not None and self._age() >= self.ttl / 2:
                     await self._read()
         except Exception as exc:
             log.debug("reading the access snapshot ahead failed: %s", exc)

@@ -39,10 +39,9 @@ class HeldAccess(Access):
 
 
 async def settled(cache: CachedAccess) -> None:
-    """Waits for the background read under way, if any."""
-    async with asyncio.timeout(5):
-        while cache._refresh is not None:
-            await asyncio.sleep(0.005)
+    """Waits for the background read under way, if any (it raises nothing: it logs)."""
+    if cache._refresh is not None:
+        await asyncio.wait_for(cache._refresh, 5)
 
 
 async def age_past(seconds: float, since: float) -> None:
