@@ -74,11 +74,15 @@ class Queue(
         is_retryable: Callable[[BaseException], bool] | None = None,
         on_error: Callable[[ActiveJob, BaseException], Any] | None = None,
         presence: float = PRESENCE_SECONDS,
+        read_ahead: int | None = None,
     ) -> Worker:
         """A worker running ``handler``; use ``async with`` (leaving = graceful stop).
 
         ``presence`` (seconds): how long the worker may give no sign of life (killed, cut off,
-        paused) before the other workers of the queue take its jobs back, whatever the lease."""
+        paused) before the other workers of the queue take its jobs back, whatever the lease.
+        ``read_ahead``: how many jobs beyond its running ones the worker may hold started
+        while a backlog of short jobs waits (default: twice its concurrency; 0: never;
+        docs/WORKERS.md, "Reading ahead")."""
         return Worker(
             self,
             handler,
@@ -89,4 +93,5 @@ class Queue(
             is_retryable=is_retryable,
             on_error=on_error,
             presence=presence,
+            read_ahead=read_ahead,
         )

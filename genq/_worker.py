@@ -6,9 +6,11 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import math
 import random
 import time
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -36,6 +38,16 @@ log = logging.getLogger("genq.worker")
 PRESENCE_SECONDS = 1.2
 """How long a worker's presence lasts unless renewed: a worker gone this long (killed, cut off,
 paused) loses its jobs to the others, whatever their leases say. Renewed 6 times as often."""
+
+READ_AHEAD_BELOW = 0.01
+"""Jobs whose handlers run shorter than this (seconds, a running average) are read ahead while
+a backlog waits: a reserve's round trips then take as long as the job itself, and a worker that
+waits for them leaves the server idle while it runs jobs and itself idle while the server
+works. Longer jobs are never read ahead: one would wait out a whole job in the worker instead
+of starting at once on another."""
+READ_AHEAD_HOLD = 1.0
+"""How long (seconds) a job read ahead may wait in its worker for a slot before it is handed
+back to the queue untouched (its attempt not counted): jobs turned long since it was read."""
 
 MAX_ERROR_CHARS = 2000
 HELD_CONNECTIONS = 3
@@ -117,9 +129,12 @@ class Worker:
         is_retryable: Callable[[BaseException], bool] | None = None,
         on_error: Callable[[ActiveJob, BaseException], Any] | None = None,
         presence: float = PRESENCE_SECONDS,
+        read_ahead: int | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
+        if read_ahead is not None and read_ahead < 0:
+            raise ValueError("read_ahead must be >= 0")
         if not 0.2 <= presence <= 60:
             raise ValueError("presence must be 0.2 to 60 seconds")
         pool = None if isinstance(queue.redis, RedisCluster) else queue.redis.connection_pool
@@ -146,6 +161,16 @@ class Worker:
         """This worker's presence id: its claims and leases are filed under it."""
         self._slots: dict[str, _Slot] = {}  # by lease token: one job id can come back here
         self._slot_freed = asyncio.Event()
+        self.read_ahead = 2 * concurrency if read_ahead is None else read_ahead
+        """How many jobs beyond the running ones the worker may hold started while a backlog
+        of short jobs waits (:data:`READ_AHEAD_BELOW`; 0: never). Twice the slots: the next
+        slotful is on hand while the one after it is being reserved."""
+        self._ahead: deque[tuple[str, dict[str, str], float]] = deque()
+        """Jobs read ahead: (lease token, record, when read), started, waiting for a slot."""
+        self._refill: asyncio.Task[None] | None = None
+        self._backlog = False  # the last reserve took every job it asked for
+        self._run_time = math.inf  # handlers' running time (s), a running average
+        self._hold = min(READ_AHEAD_HOLD, self.heartbeat)
         self._stopping = False
         self._blocking = False
         self._fetcher: asyncio.Task[None] | None = None
@@ -205,6 +230,12 @@ class Worker:
             self._slot_freed.set()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._fetcher
+        if self._refill is not None:
+            await asyncio.wait([self._refill])
+        if self._ahead:
+            held = [(token, fields) for token, fields, _ in self._ahead]
+            self._ahead.clear()
+            await self._release(held)
         tasks = [s.task for s in self._slots.values() if s.task]
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=deadline)
@@ -247,7 +278,12 @@ class Worker:
         try:
             while not self._stopping:
                 free = self.concurrency - self._occupied()
-                if free <= 0:
+                if self._ahead:
+                    await self._run_ahead(free)
+                    free = self.concurrency - self._occupied()
+                self._refill_ahead()
+                # A refill under way brings the next jobs: the loop waits for it as for a slot.
+                if free <= 0 or self._refill is not None:
                     if offer is not None or adopted:  # a full worker offers nothing
                         try:
                             await self._withdraw(offer or "", adopted)
@@ -255,7 +291,7 @@ class Worker:
                         except (*TRANSIENT, RedisError) as exc:
                             log.warning("redis unavailable while withdrawing an offer (%s)", exc)
                     self._slot_freed.clear()
-                    await self._slot_freed.wait()
+                    await self._wait_for_slot()
                     continue
                 try:
                     started, claimed, expired, wait_ms = await pick_hinted(
@@ -270,6 +306,7 @@ class Worker:
                     if claimed:
                         await self._activate(claimed)
                     taken += len(claimed)
+                    self._backlog = taken >= free
                     if taken >= free or expired:  # more may be ready: pick again at once
                         continue
                     if taken:
@@ -375,9 +412,90 @@ class Worker:
         if not self._stopping and self._occupied() < self.concurrency:
             self._spawn(fields, token)
             return
-        job = ActiveJob(self.queue, fields, token, self.lease, lambda: None)
-        with contextlib.suppress(JobLeaseLostError):
-            await self._settle(job, _Outcome("release"))
+        await self._release([(token, fields)])
+
+    # -- reading ahead ---------------------------------------------------------------------------
+
+    def _refill_ahead(self) -> None:
+        """Starts a reserve of the jobs read ahead, in a task of its own so the loop runs what
+        it holds meanwhile: only while a backlog of short jobs waits and none is under way."""
+        want = self.read_ahead - len(self._ahead)
+        if (
+            want > 0
+            and self.concurrency > 0
+            and self._backlog
+            and self._run_time < READ_AHEAD_BELOW
+            and self._refill is None
+            and not self._stopping
+        ):
+            self._refill = asyncio.create_task(self._read_ahead(want), name="genq-read-ahead")
+
+    async def _read_ahead(self, want: int) -> None:
+        try:
+            started, claimed, expired, _ = await pick_hinted(
+                self.queue, want, self.holder, None, self.lease
+            )
+            if claimed:
+                started += await activate(self.queue, claimed, self.lease)
+            now = time.monotonic()
+            self._ahead.extend((token, fields, now) for token, fields in started)
+            self._backlog = len(started) >= want
+            if expired:
+                await self._reclaim(expired)
+        except Exception as exc:  # the fetch loop reserves as usual meanwhile
+            self._backlog = False
+            log.warning("reading jobs ahead failed (%s)", exc)
+        finally:
+            self._refill = None
+            self._slot_freed.set()
+
+    async def _run_ahead(self, free: int) -> None:
+        """Runs the jobs read ahead in the ``free`` slots, oldest first; one that waited longer
+        than its hold goes back to the queue untouched, as do all of them when jobs turned long
+        (no more are read then, and they would wait out whole jobs here)."""
+        stale = []
+        now = time.monotonic()
+        while self._ahead and (
+            now - self._ahead[0][2] > self._hold or self._run_time >= READ_AHEAD_BELOW
+        ):
+            stale.append(self._ahead.popleft())
+        while free > 0 and self._ahead:
+            token, fields, _ = self._ahead.popleft()
+            self._spawn(fields, token)
+            free -= 1
+        if stale:
+            # Jobs ran long meanwhile: no more are read until a pick fills every slot again.
+            self._backlog = False
+            await self._release([(token, fields) for token, fields, _ in stale])
+
+    async def _wait_for_slot(self) -> None:
+        """Waits until a slot frees or a refill lands, or until the oldest job read ahead has
+        waited its hold (the loop then hands it back)."""
+        if not self._ahead:
+            await self._slot_freed.wait()
+            return
+        hold_ends = self._ahead[0][2] + self._hold - time.monotonic()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(hold_ends, 0.0) + 0.001):
+                await self._slot_freed.wait()
+
+    async def _release(self, jobs: list[tuple[str, dict[str, str]]]) -> None:
+        """Hands started jobs back untouched: ready again, their attempt not counted (one
+        that cannot be is left to its lease's expiry, as a dead worker's)."""
+
+        async def release(token: str, fields: dict[str, str]) -> None:
+            job = ActiveJob(self.queue, fields, token, self.lease, lambda: None)
+            with contextlib.suppress(JobLeaseLostError):
+                await self._settle(job, _Outcome("release"))
+
+        results = await asyncio.gather(*(release(t, f) for t, f in jobs), return_exceptions=True)
+        for (_, fields), result in zip(jobs, results, strict=True):
+            if isinstance(result, Exception):
+                log.warning(
+                    "job %s: could not hand it back (%s); its lease will expire",
+                    fields.get("id"),
+                    result,
+                )
 
     async def _activate(self, ids: list[str]) -> None:
         for token, fields in await activate(self.queue, ids, self.lease):
@@ -421,7 +539,9 @@ class Worker:
             # its cancellation here); a future is cheaper than asyncio.wait's.
             ended: asyncio.Future[None] = loop.create_future()
             handler_task.add_done_callback(partial(_end, ended))
+            began = loop.time()
             await ended
+            self._ran(loop.time() - began)
             outcome = await self._outcome(slot, handler_task)
             slot.finished = True
             # The handler is done: its slot takes the next job while the settle is on its way,
@@ -441,6 +561,13 @@ class Worker:
             self._cancel_keep_alive(slot)
             del self._slots[job.token]
             self._slot_freed.set()
+
+    def _ran(self, seconds: float) -> None:
+        """Folds a handler's running time into the running average (the last few count most)."""
+        if self._run_time == math.inf:
+            self._run_time = seconds
+        else:
+            self._run_time = 0.75 * self._run_time + 0.25 * seconds
 
     def _occupied(self) -> int:
         """Slots whose handler has not finished (a finished one may still be settling)."""

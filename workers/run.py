@@ -107,6 +107,10 @@ class WorkerProcess:
                     concurrency=provider.concurrency,
                     on_error=log_failure,
                     presence=settings.presence,
+                    # A generation runs for seconds, and one that ends within milliseconds
+                    # failed (a provider refusing, a 429): jobs read ahead would only spend
+                    # more attempts on it.
+                    read_ahead=0,
                 )
             lanes.attach(process.workers[name], process.workers[batch_lane(name)])
         process.lost = LostAttemptMeter(list(process.queues.values()), process.metering)

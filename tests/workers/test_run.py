@@ -49,6 +49,12 @@ async def test_provider_concurrency_caps_running_jobs(start_workers) -> None:
     assert await most_at_once(queue, [job.id for job in jobs]) == 2
 
 
+async def test_generation_workers_never_read_jobs_ahead(start_workers) -> None:
+    # a generation that ends within milliseconds failed: reading more ahead spends attempts
+    workers = await start_workers(provider_concurrency={"demo": 2})
+    assert workers.workers and all(w.read_ahead == 0 for w in workers.workers.values())
+
+
 def test_worker_pool_has_a_connection_for_each_job_it_can_run(
     worker_settings: Callable[..., WorkerSettings],
 ) -> None:
