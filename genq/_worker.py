@@ -284,13 +284,15 @@ class Worker:
                 self._refill_ahead()
                 # A refill under way brings the next jobs: the loop waits for it as for a slot.
                 if free <= 0 or self._refill is not None:
+                    # Cleared first: a slot freed or a refill landed while the offer is being
+                    # withdrawn ends the wait below at once.
+                    self._slot_freed.clear()
                     if offer is not None or adopted:  # a full worker offers nothing
                         try:
                             await self._withdraw(offer or "", adopted)
                             offer, adopted = None, ""
                         except (*TRANSIENT, RedisError) as exc:
                             log.warning("redis unavailable while withdrawing an offer (%s)", exc)
-                    self._slot_freed.clear()
                     await self._wait_for_slot()
                     continue
                 try:
@@ -479,21 +481,31 @@ class Worker:
             async with asyncio.timeout(max(hold_ends, 0.0) + 0.001):
                 await self._slot_freed.wait()
 
-    async def _release(self, jobs: list[tuple[str, dict[str, str]]]) -> None:
-        """Hands started jobs back untouched: ready again, their attempt not counted (one
-        that cannot be is left to its lease's expiry, as a dead worker's)."""
+    async def _cancel_ahead(self, job_id: str) -> None:
+        """Settles a job read ahead whose cancel was published: cancelled, never run."""
+        for held in self._ahead:
+            if held[1].get("id") == job_id:
+                self._ahead.remove(held)
+                await self._release([held[:2]], "cancel")
+                return
 
-        async def release(token: str, fields: dict[str, str]) -> None:
+    async def _release(self, jobs: list[tuple[str, dict[str, str]]], kind: str = "release") -> None:
+        """Settles started jobs that did not run: handed back untouched (``release``: ready
+        again, their attempt not counted) or ``cancel``. One that cannot be settled is left to
+        its lease's expiry, as a dead worker's."""
+
+        async def settle(token: str, fields: dict[str, str]) -> None:
             job = ActiveJob(self.queue, fields, token, self.lease, lambda: None)
             with contextlib.suppress(JobLeaseLostError):
-                await self._settle(job, _Outcome("release"))
+                await self._settle(job, _Outcome(kind))
 
-        results = await asyncio.gather(*(release(t, f) for t, f in jobs), return_exceptions=True)
+        results = await asyncio.gather(*(settle(t, f) for t, f in jobs), return_exceptions=True)
         for (_, fields), result in zip(jobs, results, strict=True):
             if isinstance(result, Exception):
                 log.warning(
-                    "job %s: could not hand it back (%s); its lease will expire",
+                    "job %s: could not settle it (%s, %s); its lease will expire",
                     fields.get("id"),
+                    kind,
                     result,
                 )
 
@@ -753,6 +765,7 @@ class Worker:
                     for slot in self._slots.values():
                         if slot.job.id == job_id:
                             self._poke(slot)
+                    await self._cancel_ahead(job_id)
             except TRANSIENT as exc:
                 log.warning("cancel channel unavailable (%s); relying on heartbeats", exc)
                 await asyncio.sleep(1.0)

@@ -2,11 +2,13 @@
 started beyond its running ones, reserved in a task of its own, so a freed slot takes the next
 job with no round trip and the server reserves the next ones while the worker runs these. Long
 jobs are never read ahead; a job read ahead that waits past its hold, or is held at a stop,
-goes back to the queue untouched (its attempt not counted)."""
+goes back to the queue untouched (its attempt not counted), and one cancelled meanwhile settles
+cancelled without running."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -23,6 +25,18 @@ async def backlog(queue: Queue, n: int, **payload: Any) -> list[str]:
 async def held(queue: Queue) -> int:
     """Jobs held by workers: claimed or started (the lease set)."""
     return int(await queue.redis.zcard(queue.keys.leases))
+
+
+def recording(ran: list[str], go_on: asyncio.Event) -> Callable[[ActiveJob], Awaitable[None]]:
+    """A handler that notes each job it runs; a job whose payload says ``block`` runs until
+    ``go_on`` is set."""
+
+    async def handler(job: ActiveJob) -> None:
+        ran.append(job.id)
+        if job.payload.get("block"):
+            await go_on.wait()
+
+    return handler
 
 
 @pytest.mark.parametrize("read_ahead", [None, 0])
@@ -70,16 +84,11 @@ async def test_jobs_read_ahead_go_back_untouched_once_they_wait_past_their_hold(
 ) -> None:
     monkeypatch.setattr(_worker, "READ_AHEAD_HOLD", 0.3)
     short = await backlog(queue, 60)
-    slow = await backlog(queue, 3, slow=True)
+    slow = await backlog(queue, 3, block=True)
     go_on = asyncio.Event()
     started: list[str] = []
 
-    async def handler(job: ActiveJob) -> None:
-        started.append(job.id)
-        if job.payload.get("slow"):
-            await go_on.wait()
-
-    async with queue.worker(handler, concurrency=1):
+    async with queue.worker(recording(started, go_on), concurrency=1):
         async with asyncio.timeout(30):
             while slow[0] not in started:
                 await asyncio.sleep(0.01)
@@ -99,6 +108,33 @@ async def test_jobs_read_ahead_go_back_untouched_once_they_wait_past_their_hold(
     for job_id in short + slow:
         assert (await queue.get(job_id)).attempt == 1
     await check_invariants(queue, short + slow)
+
+
+async def test_a_job_read_ahead_that_is_cancelled_never_runs(
+    queue: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_worker, "READ_AHEAD_HOLD", 30.0)  # held for as long as the test needs
+    short = await backlog(queue, 60)
+    [blocker] = await backlog(queue, 1, block=True)
+    behind = await backlog(queue, 2)
+    go_on = asyncio.Event()
+    ran: list[str] = []
+
+    async with queue.worker(recording(ran, go_on), concurrency=1) as worker:
+        async with asyncio.timeout(30):
+            while blocker not in ran or behind[0] not in [f["id"] for _, f, _ in worker._ahead]:
+                await asyncio.sleep(0.005)
+        assert await queue.cancel(behind[0])
+        async with asyncio.timeout(10):
+            while (await queue.get(behind[0])).status is not JobStatus.CANCELLED:
+                await asyncio.sleep(0.01)
+        go_on.set()
+        for job_id in [*short, blocker, behind[1]]:
+            await queue.wait(job_id, timeout=30)
+    assert behind[0] not in ran and behind[1] in ran
+    cancelled = await queue.get(behind[0])
+    assert [a.outcome for a in cancelled.history] == ["cancelled"]
+    await check_invariants(queue, [*short, blocker, *behind])
 
 
 async def test_a_stop_hands_back_the_jobs_read_ahead(queue: Queue) -> None:
