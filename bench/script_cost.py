@@ -18,14 +18,22 @@ the reply.
                         less than an enqueue: a measure of that call's share, nothing more)
   admit.lua, per job    one admission of --calls jobs from the intake (8 tenants), divided by
                         them: what each enqueue's job costs the pick that admits it
+  a fold of N          fold_usage.lua adding a day's usage journal of N attempts (N: how many
+                        a settle folds at once, USAGE_FOLD_AT), each of a tenant and label of
+                        its own (a fold's worst case), into a day's new counters and into
+                        counters that already hold many fields: the whole call, not per job,
+                        to set beside admit.lua's per job times 1,000 (ADMIT_MAX)
   job life, by step     --calls jobs live one whole life, each step sent for all of them
                         before the next (as a worker's batches do): enqueue (as Queue.enqueue
                         sends it), pick (--pick at a time, admitting the intake first), activate,
                         one emit, settle (complete), each step's instructions divided by the
-                        jobs; in two shapes: one tenant and nothing metered (a bare job), and 8
-                        tenants and a metered attempt (a generation: 3 counts, as the workers
-                        meter tokens); and a lone job (--calls, at most 60, one after
-                        another into an empty queue at an idle worker), twice: woken by the
+                        jobs; in three shapes: one tenant and nothing metered (a bare job), 8
+                        tenants and nothing metered (the generation's row less it is what
+                        metering costs), and 8 tenants and a metered attempt (a generation: 3
+                        counts, as the workers meter tokens; its settle column includes a
+                        reader's fold of what the settles left in the usage journal); and a
+                        lone job (--calls, at most 60, one after another into an empty queue
+                        at an idle worker), twice: woken by the
                         doorbell and reserved by a pick (where the pick takes the ring's job
                         id it activates the job itself, and the activate column is 0), and
                         handed off (the worker's offer listed before its wait: the enqueue
@@ -65,7 +73,7 @@ import redis
 import redis.asyncio as aioredis
 
 from genq import ActiveJob, EnqueueItem, Queue
-from genq._calls import activate_call, settle_call
+from genq._calls import activate_call, fold_usage_call, settle_call
 from genq._cluster import Call
 from genq._enqueue import enqueue_call
 from genq._reserve import HandOff, make_offer
@@ -161,6 +169,31 @@ def per_call(c: Counted, script: str, calls: list[Call]) -> float:
     return c.instructions() / (len(calls) - 20)
 
 
+def fold_at() -> int:
+    """How many attempts a settle folds at once (``USAGE_FOLD_AT`` in ``_lib.lua``)."""
+    found = re.search(r"USAGE_FOLD_AT = (\d+)", source("settle"))
+    if found is None:
+        raise SystemExit(f"settle.lua no longer folds at USAGE_FOLD_AT: update {__file__}")
+    return int(found[1])
+
+
+def worst_fold(c: Counted, queue: Queue, attempts: int, tag: str) -> float:
+    """Instructions of one fold_usage.lua call over a journal of ``attempts`` attempts, each of
+    a tenant and label of its own (``tag`` tells rounds apart: the counters keep the fields of
+    the rounds before)."""
+    k, day = queue.keys, "2026-12-07"
+    for i in range(attempts):
+        label = f"model-{tag}-{i}"
+        c.redis.rpush(k.usage_journal(day), f"tenant-{tag}-{i}\0" + METERED.replace(LABEL, label))
+    c.redis.sadd(k.usage_journals, day)
+    keys, args = fold_usage_call(queue, [day])
+    sha = c.redis.script_load(source("fold_usage"))
+    c.instructions()
+    if c.redis.evalsha(sha, len(keys), *keys, *args) != attempts:
+        raise RuntimeError("the fold did not take every attempt")
+    return c.instructions()
+
+
 def per_admitted(c: Counted, queue: Queue, jobs: int) -> float:
     """Instructions per job of one ``admit.lua`` call that admits ``jobs`` (8 tenants; at most
     1,000, what one call admits)."""
@@ -197,8 +230,9 @@ def without(script: str, name: str) -> str:
 
 
 LIFE = ("enqueue", "pick", "activate", "emit", "settle")
+LABEL = "openai/gpt-4o-mini"
 METERED = encode_meter(
-    "openai/gpt-4o-mini", {"input_tokens": 12, "output_tokens": 200, "requests": 1},
+    LABEL, {"input_tokens": 12, "output_tokens": 200, "requests": 1},
     estimated=False, counted=True,
 )  # fmt: skip
 
@@ -309,6 +343,14 @@ def job_life(
             for i in claimed
         ],
     )
+    if metered:
+        # The attempts the settles left in the day's journal (fewer than a fold's worth) are
+        # folded as a reader folds them, on the settles' account: all that counting costs.
+        c.instructions()
+        days = sorted(day.decode() for day in c.redis.smembers(k.usage_journals))
+        keys, args = fold_usage_call(queue, days)
+        c.redis.evalsha(c.redis.script_load(source("fold_usage")), len(keys), *keys, *args)
+        cost["settle"] += c.instructions() / jobs
     return cost
 
 
@@ -372,10 +414,15 @@ def main() -> None:
             c.redis.flushall()
             rows.append(("admit.lua, per job", per_admitted(c, queue, min(args.calls, 1000))))
             c.redis.flushall()
+            n = fold_at()
+            rows.append((f"a fold of {n}, new counters", worst_fold(c, queue, n, "new")))
+            rows.append((f"a fold of {n}, many fields", worst_fold(c, queue, n, "again")))
+            c.redis.flushall()
             rows.append(("per emit", asyncio.run(per_emit(c, args.jobs, args.emits))))
         lives = []
         for label, tenants, metered in (
             ("a bare job: 1 tenant, not metered", 1, ""),
+            ("8 tenants, not metered", 8, ""),
             ("a generation: 8 tenants, metered", 8, METERED),
         ):
             c.redis.flushall()

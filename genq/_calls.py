@@ -19,10 +19,22 @@ USAGE_KEPT_MS = ms(USAGE_DAYS_KEPT * 86400)
 """How long a day's usage counters are kept after their last write (ms)."""
 
 
-def usage_counters(queue: QueueBase) -> list[str]:
-    """The counters a metered attempt adds to: today's (UTC) and of all time."""
+def usage_keys(queue: QueueBase) -> tuple[list[str], list[Any]]:
+    """Where a metered attempt is counted, today (UTC): the keys and arguments ``meter``
+    (genq/lua/_lib.lua) reads."""
     k = queue.keys
-    return [k.usage_day(datetime.now(UTC).date().isoformat()), k.usage_total]
+    day = datetime.now(UTC).date().isoformat()
+    keys = [k.usage_day(day), k.usage_total, k.usage_journal(day), k.usage_journals]
+    return keys, [USAGE_KEPT_MS, day]
+
+
+def fold_usage_call(queue: QueueBase, days: list[str]) -> Call:
+    """Adds the journals of ``days`` to the usage counters (fold_usage.lua)."""
+    k = queue.keys
+    keys = [k.usage_journals, k.usage_total]
+    for day in days:
+        keys += [k.usage_journal(day), k.usage_day(day)]
+    return keys, [USAGE_KEPT_MS, *days]
 
 
 def activate_call(queue: QueueBase, job_id: str, token: str, lease: float) -> Call:
@@ -47,12 +59,16 @@ def settle_call(
     k = queue.keys
     keys = [
         k.job(job_id), k.events(job_id), k.leases, k.scheduled, k.ready, k.dead, k.rank,
-        k.idempotency(idempotency_key), k.signal, *usage_counters(queue), *k.books,
+        k.idempotency(idempotency_key), k.signal, *k.books,
     ]  # fmt: skip
     args = [
         job_id, token, outcome, data, ms(delay), reason, ms(queue.result_ttl),
-        ms(queue.dead_ttl), queue.events_max_len, k.dead_letters, metered, USAGE_KEPT_MS,
+        ms(queue.dead_ttl), queue.events_max_len, k.dead_letters, metered,
     ]  # fmt: skip
+    if metered:  # a settle with nothing to count passes no usage key
+        usage, usage_args = usage_keys(queue)
+        keys += usage
+        args += usage_args
     return keys, args
 
 
@@ -73,8 +89,8 @@ def meter_lost_call(queue: QueueBase, job_id: str, attempt: int, metered: str) -
     """``metered``: the lost attempt's estimated usage (:func:`genq._usage.encode_meter`),
     counted under today's UTC date."""
     k = queue.keys
-    keys = [k.job(job_id), k.lost, *usage_counters(queue)]
-    return keys, [job_id, attempt, metered, USAGE_KEPT_MS]
+    usage, usage_args = usage_keys(queue)
+    return [k.job(job_id), k.lost, *usage], [job_id, attempt, metered, *usage_args]
 
 
 def cancel_call(queue: QueueBase, job_id: str, idempotency_key: str) -> Call:

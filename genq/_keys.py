@@ -249,6 +249,16 @@ class Keys:
         """hash: all the usage ever settled, fields as in :meth:`usage_day`."""
         return f"{self.tag}:usage"
 
+    def usage_journal(self, day: str) -> str:
+        """list: ``<tenant>\\0<metered JSON>`` per attempt settled on UTC ``day`` and not yet
+        added to the counters (``fold_usage`` in _lib.lua adds them in bulk)."""
+        return f"{self.tag}:ujournal:{day}"
+
+    @cached_property
+    def usage_journals(self) -> str:
+        """set: the days whose :meth:`usage_journal` holds attempts, for the readers to fold."""
+        return f"{self.tag}:ujournals"
+
     @cached_property
     def lost(self) -> str:
         """hash: ``<job id>\\0<attempt>`` -> what a lost attempt streamed (JSON), written by

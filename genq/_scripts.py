@@ -42,6 +42,7 @@ NAMES = (
     "presence",
     "admit",
     "meter_lost",
+    "fold_usage",
 )
 
 
@@ -220,6 +221,7 @@ class Scripts:
     presence: Script
     admit: Script
     meter_lost: Script
+    fold_usage: Script
 
 
 def raise_for(code: int, job_id: str) -> None:

@@ -3,8 +3,9 @@
 A handler reports an attempt's usage with :meth:`genq.ActiveJob.meter`: a label (what answered,
 such as a model) and named integer counts. The settle of that attempt adds it, in the same
 script, to the job's record and to the queue's counters per UTC day and in all, keyed by tenant
-and label (``meter`` in ``lua/_lib.lua``). The core gives the counts no meaning; the layers
-above do (tokens, cost).
+and label (``meter`` in ``lua/_lib.lua``): to the counters by way of the day's journal, which
+the settles fold into them in batches and every read folds first (:mod:`genq._queue_usage`).
+The core gives the counts no meaning; the layers above do (tokens, cost).
 """
 
 from __future__ import annotations

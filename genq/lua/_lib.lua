@@ -124,50 +124,97 @@ end
 --[[ Metering: the usage an attempt reports (ActiveJob.meter), added once, by the script that
 settles the attempt. metered (JSON, '' for none) = {label, counts = {name = n}, estimated,
 counted}. The record's usage field sums the counts of every attempt (and says whether any was
-estimated); when counted, each count is also added to the day's and the all-time counters,
-field "<tenant>\0<label>\0<name>", with "attempts" (and "estimated_attempts") beside them.
-raw: the record's usage field when the script has read it (false when absent), nil when not.
-Returns {label, usage = counts + estimated} for the history entry, or nil, and the record's
-usage field after (raw's value when nothing was metered). ]]
-local function meter(job, metered, tenant, day_counters, all_counters, day_ttl, raw)
+estimated); the caller writes it with the attempt's history entry, in the same HSET. When
+counted, the attempt also goes to the queue's counters, the day's and the all-time hash, field
+"<tenant>\0<label>\0<name>", with "attempts" (and "estimated_attempts") beside them: not one
+HINCRBY per count and hash on every settle (they were most of a metered settle's cost), but
+through the day's journal, a list of "<tenant>\0<metered>" that fold_usage() adds to both
+hashes in one HINCRBY per field and hash for the whole batch. A settle appends to it and folds
+it once it holds USAGE_FOLD_AT attempts; whoever reads the counters folds every journal first
+(fold_usage.lua), so a reader never misses an attempt. ]]
+
+-- A fold's worst case, every attempt of a tenant and label of its own, runs in one call the
+-- HINCRBY the settles used to run one by one: at this size it holds the server about half as
+-- long as an admit of ADMIT_MAX entries, or half as long again into a day's new counters
+-- (docs/KNOWN_LIMITS.md has the counts).
+local USAGE_FOLD_AT = 128
+-- A count's sum stays exact below 2^53 (Lua's numbers are doubles); a field about to pass it
+-- is added to the counters and summed again from zero.
+local EXACT_MAX = 9007199254740991
+
+-- Adds a day's journal to its counters and the all-time ones, then empties it. Returns how
+-- many attempts it held.
+local function fold_usage(journal, journals, day, day_counters, all_counters, day_ttl)
+  local entries = redis.call('LRANGE', journal, 0, -1)
+  local sums, fields = {}, {}
+  local function add(field, n)
+    local sum = sums[field]
+    if not sum then
+      fields[#fields + 1], sum = field, 0
+    elseif sum + n > EXACT_MAX then
+      redis.call('HINCRBY', day_counters, field, int(sum))
+      redis.call('HINCRBY', all_counters, field, int(sum))
+      sum = 0
+    end
+    sums[field] = sum + n
+  end
+  for _, entry in ipairs(entries) do
+    local nul = string.find(entry, '\0', 1, true)
+    local m = cjson.decode(string.sub(entry, nul + 1))
+    local prefix = string.sub(entry, 1, nul) .. m.label .. '\0'
+    for name, n in pairs(m.counts) do
+      add(prefix .. name, n)
+    end
+    add(prefix .. 'attempts', 1)
+    if m.estimated then
+      add(prefix .. 'estimated_attempts', 1)
+    end
+  end
+  for _, field in ipairs(fields) do
+    redis.call('HINCRBY', day_counters, field, int(sums[field]))
+    redis.call('HINCRBY', all_counters, field, int(sums[field]))
+  end
+  if #fields > 0 and day_ttl > 0 then
+    redis.call('PEXPIRE', day_counters, day_ttl)
+  end
+  redis.call('DEL', journal)
+  redis.call('SREM', journals, day)
+  return #entries
+end
+
+-- Meters an attempt (see above). k, a: where the script's usage keys and arguments start,
+-- KEYS[k..k+3] (the day's counters, the all-time counters, the day's journal, the set of days
+-- with a journal) and ARGV[a], ARGV[a + 1] (how long the day's counters are kept, ms, 0:
+-- forever; the day, YYYY-MM-DD): a script passes them only with a metered attempt. raw: the
+-- record's usage field (false when absent). Returns {label, usage = counts + estimated} for
+-- the history entry, and the record's usage field after, to write; nil when nothing was
+-- metered.
+local function meter(metered, tenant, k, a, raw)
   if metered == '' then
-    return nil, raw
+    return nil
   end
   local m = cjson.decode(metered)
-  if raw == nil then
-    raw = redis.call('HGET', job, 'usage')
-  end
   local totals = {}
   if raw and raw ~= '' then
     totals = cjson.decode(raw)
   end
   local usage = {}
-  local prefix = (tenant or '') .. '\0' .. m.label .. '\0'
-  local function count(name, n)
-    redis.call('HINCRBY', day_counters, prefix .. name, int(n))
-    redis.call('HINCRBY', all_counters, prefix .. name, int(n))
-  end
   for name, n in pairs(m.counts) do
     totals[name] = (totals[name] or 0) + n
     usage[name] = n
-    if m.counted then
-      count(name, n)
-    end
   end
   usage.estimated = m.estimated
   totals.estimated = totals.estimated == true or m.estimated
-  local encoded = cjson.encode(totals)
-  redis.call('HSET', job, 'usage', encoded)
   if m.counted then
-    count('attempts', 1)
-    if m.estimated then
-      count('estimated_attempts', 1)
-    end
-    if day_ttl > 0 then
-      redis.call('PEXPIRE', day_counters, day_ttl)
+    local journal, journals, day = KEYS[k + 2], KEYS[k + 3], ARGV[a + 1]
+    local held = redis.call('RPUSH', journal, (tenant or '') .. '\0' .. metered)
+    if held == 1 then
+      redis.call('SADD', journals, day)
+    elseif held >= USAGE_FOLD_AT then
+      fold_usage(journal, journals, day, KEYS[k], KEYS[k + 1], tonumber(ARGV[a]))
     end
   end
-  return {label = m.label, usage = usage}, encoded
+  return {label = m.label, usage = usage}, cjson.encode(totals)
 end
 
 --[[ Job index. Every job is listed under its status, for the queue (index) and for its tenant

@@ -16,13 +16,16 @@ the job left `active` answers with the status it settled to. Runs when memory is
 
 KEYS[1] job record   KEYS[2] job stream   KEYS[3] lease set   KEYS[4] scheduled set
 KEYS[5] ready set    KEYS[6] dead set     KEYS[7] rank hash   KEYS[8] idempotency key
-KEYS[9] doorbell list     KEYS[10] the day's usage counters   KEYS[11] all-time usage counters
-KEYS[12..24] the books (fair share, job index, holders, outbox, waits: see _lib.lua)
+KEYS[9] doorbell list
+KEYS[10..22] the books (fair share, job index, holders, outbox, waits: see _lib.lua)
+KEYS[23..26] with a metered attempt only: the usage keys (the day's counters, the all-time
+counters, the day's journal, the days with a journal: meter() in _lib.lua)
 ARGV[1] job id   ARGV[2] lease token   ARGV[3] outcome   ARGV[4] result (encoded) or error text
 ARGV[5] retry delay (ms)   ARGV[6] dead reason (error | terminal)   ARGV[7] result ttl (ms)
 ARGV[8] dead ttl (ms)   ARGV[9] stream max length   ARGV[10] dead-letters channel
 ARGV[11] metered usage (JSON, '' for none: see meter() in _lib.lua)
-ARGV[12] how long the day's usage counters are kept (ms, 0: forever)
+ARGV[12], ARGV[13] with a metered attempt only: how long the day's usage counters are kept
+(ms, 0: forever), the day (UTC, YYYY-MM-DD)
 Returns {0, status after settling} or {4} when the lease is lost.
 Events: completed | failed | cancelled when the job finishes; none for retry and release.
 A dead-lettered job's notice is appended to the outbox (a book) and published on the
@@ -30,8 +33,7 @@ dead-letters channel.
 ]]
 local job, events, leases, scheduled, ready, dead, rank_hash, idem, signal =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local day_counters, all_counters = KEYS[10], KEYS[11]
-local B = books_at(12)
+local B = books_at(10)
 local id, outcome, data = ARGV[1], ARGV[3], ARGV[4]
 local result_ttl, dead_ttl, maxlen = tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
 
@@ -52,8 +54,7 @@ if not held or tonumber(held) <= now then
 end
 local tenant = state[8]
 end_lease(B, leases, id, tenant)
-local metered, usage = meter(job, ARGV[11], tenant, day_counters, all_counters,
-  tonumber(ARGV[12]), state[13])
+local metered, usage = meter(ARGV[11], tenant, 23, 12, state[13])
 
 -- The attempt's history entry, written with the status the outcome leads to (one HSET).
 -- A release adds one only when it reports usage.
@@ -68,17 +69,23 @@ else
   local outcomes = {complete = 'completed', retry = 'retry', fail = 'failed', cancel = 'cancelled'}
   history = outcomes[outcome]
 end
+-- written with the history: a metered attempt's usage (the record's totals)
+local written = {}
 if history then
   local err = nil
   if history == 'retry' or history == 'failed' then
     err = data
   end
   history = attempt_history(state[4], state[9], state[10], now, history, err, metered)
+  written = {'history', history}
+  if usage then
+    written[3], written[4] = 'usage', usage
+  end
 end
 
 if state[3] == '1' or outcome == 'cancel' then
   if history then
-    redis.call('HSET', job, 'history', history)
+    redis.call('HSET', job, unpack(written))
   end
   cancel_settle(B, job, events, idem, id, now, result_ttl, maxlen)
   return {0, 'cancelled'}
@@ -91,9 +98,10 @@ if outcome == 'complete' then
     keep = 0  -- kept forever (a key kept forever keeps its job too)
   end
   local read = {status = 'active', tenant = tenant, created = state[11], id = state[12],
-    usage = usage}
-  finish_read(B, job, events, read, 'completed', now, data, keep, maxlen,
-    {'history', history, 'result', data, 'progress', 1})
+    usage = usage or state[13]}
+  written[#written + 1], written[#written + 2] = 'result', data
+  written[#written + 1], written[#written + 2] = 'progress', 1
+  finish_read(B, job, events, read, 'completed', now, data, keep, maxlen, written)
   if state[7] and idem_ttl > 0 and redis.call('GET', idem) == id then
     redis.call('PEXPIRE', idem, idem_ttl)
   end
@@ -102,10 +110,8 @@ end
 
 if outcome == 'release' then
   index_move(B, tenant or '', 'active', 'waiting', state[11], state[12])
-  local fields = {'attempt', tonumber(state[4]) - 1, 'status', 'waiting', 'updated_at', now}
-  if history then
-    fields[7], fields[8] = 'history', history
-  end
+  local fields = {'attempt', tonumber(state[4]) - 1, 'status', 'waiting', 'updated_at', now,
+    unpack(written)}
   redis.call('HSET', job, unpack(fields))
   make_ready(B, ready, id, state[6], tenant or '', now)
   ring_doorbell(signal)
@@ -115,8 +121,8 @@ end
 if outcome == 'retry' and tonumber(state[4]) < tonumber(state[5]) then
   local run_at = now + tonumber(ARGV[5])
   index_move(B, tenant or '', 'active', 'scheduled', state[11], state[12])
-  redis.call('HSET', job, 'history', history, 'status', 'scheduled', 'error', data,
-    'run_at', run_at, 'updated_at', now)
+  redis.call('HSET', job, 'status', 'scheduled', 'error', data, 'run_at', run_at,
+    'updated_at', now, unpack(written))
   redis.call('ZADD', scheduled, run_at, id)
   redis.call('HSET', rank_hash, id, scheduled_entry(state[6], tenant or ''))
   return {0, 'scheduled'}
@@ -127,7 +133,7 @@ if outcome == 'retry' then
   reason = 'error'
 end
 if history then
-  redis.call('HSET', job, 'history', history)
+  redis.call('HSET', job, unpack(written))
 end
 dead_letter(B, job, events, dead, idem, id, now, reason, data, dead_ttl, maxlen, ARGV[10])
 return {0, 'failed'}

@@ -27,12 +27,13 @@
    a record is one whose record expired and that waits in the expiry set for the next pick to
    drop it.
 9. **Usage counted once**: while every job of the queue still has its record, the queue's
-   usage counters (all time) hold exactly the sum of the records' usage, and one ``attempts``
-   per metered attempt in the records' histories: no settle counted twice, none missed. An
-   attempt lost with its worker (``lease_expired``) is in that sum once metered
-   (``Queue.meter_lost``), and until then filed in the lost-attempts hash: each one is either
-   metered or filed, never both, never neither (a filed attempt no record lists, of a job
-   deleted or whose custom id was enqueued again, is dropped unmetered by the next meter).
+   usage counters (all time, the days' journals folded in first) hold exactly the sum of the
+   records' usage, and one ``attempts`` per metered attempt in the records' histories: no
+   settle counted twice, none missed. An attempt lost with its worker (``lease_expired``) is
+   in that sum once metered (``Queue.meter_lost``), and until then filed in the lost-attempts
+   hash: each one is either metered or filed, never both, never neither (a filed attempt no
+   record lists, of a job deleted or whose custom id was enqueued again, is dropped unmetered
+   by the next meter).
 10. **Every hold is a lease**: the holders hash and the holds set name the same (job, worker)
     pairs, and each of those jobs is in the lease set: a lease that ended left no hold behind
     for presence.lua to expire.
@@ -467,6 +468,7 @@ async def check_hand_offs(queue: Queue) -> list[str]:
 async def check_usage(queue: Queue) -> list[str]:
     """Invariant 9 (module docstring), over every job of the queue."""
     redis, k = queue.redis, queue.keys
+    await queue.fold_usage()  # the attempts still in the days' journals join the counters
     ids = [_s(e).split("\0")[-1] for e in await redis.zrange(k.index, 0, -1)]
     async with redis.pipeline(transaction=False) as pipe:
         for job_id in ids:

@@ -2,12 +2,14 @@
 and the terminal event exactly once, in the script that settles the attempt."""
 
 import asyncio
+import re
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
 from genq import JobCancelledError, JobFailedError, JobStatus, RetryJobError, UsageRow
 from genq._calls import settle_call
+from genq._scripts import source
 from genq._usage import encode_meter
 from tests.faults.support import ScriptCalls
 
@@ -141,6 +143,75 @@ async def test_usage_reads_days_and_tenants(queue):
         await queue.usage(today() - timedelta(days=400), today())
     with pytest.raises(ValueError, match="before the first"):
         await queue.usage(today(), today() - timedelta(days=1))
+
+
+FOLD_AT = int(re.search(r"USAGE_FOLD_AT = (\d+)", source("settle"))[1])
+
+
+async def settle_metered(queue, tenant: str, counts: dict[str, int], day: str | None = None):
+    """One job of ``tenant`` run to completion by the scripts, its attempt metered with
+    ``counts`` (label "m"); ``day`` (YYYY-MM-DD): counted under that UTC day, not today."""
+    e = await queue.enqueue("p", tenant=tenant)
+    steps = ScriptCalls(queue)
+    assert await steps.pick() == [e.id]
+    assert await steps.activate(e.id, "tok") == 0
+    metered = encode_meter("m", counts, estimated=False, counted=True)
+    keys, args = settle_call(queue, e.id, "tok", "", "complete", '"r"', metered=metered)
+    if day is not None:
+        k = queue.keys
+        keys[-4:] = [k.usage_day(day), k.usage_total, k.usage_journal(day), k.usage_journals]
+        args[-1] = day
+    assert list(await queue.scripts.settle(keys, args)) == [0, b"completed"]
+
+
+async def test_settles_count_through_the_days_journal_folded_once_it_is_long(queue):
+    k, day = queue.keys, today().isoformat()
+    for i in range(FOLD_AT - 1):
+        await settle_metered(queue, "ab"[i % 2], {"prompt_tokens": 1, "cost_nanos": i})
+    assert await queue.redis.llen(k.usage_journal(day)) == FOLD_AT - 1
+    assert await queue.redis.smembers(k.usage_journals) == {day.encode()}
+    assert await queue.redis.hgetall(k.usage_total) == {}  # not counted yet: only journaled
+    await settle_metered(queue, "a", {"prompt_tokens": 1, "cost_nanos": FOLD_AT - 1})
+    # the settle that filled the journal folded it, with no reader
+    assert await queue.redis.exists(k.usage_journal(day), k.usage_journals) == 0
+    a_nanos = sum(i for i in range(FOLD_AT - 1) if i % 2 == 0) + FOLD_AT - 1
+    totals = await queue.redis.hgetall(k.usage_total)
+    assert int(totals[b"a\0m\0cost_nanos"]) == a_nanos
+    assert int(totals[b"a\0m\0attempts"]) + int(totals[b"b\0m\0attempts"]) == FOLD_AT
+    assert await queue.redis.hgetall(k.usage_day(day)) == totals
+    assert 0 < await queue.redis.pttl(k.usage_day(day)) <= 400 * 86_400_000
+    # the next attempt waits in a new journal, and a read folds it first
+    await settle_metered(queue, "b", {"prompt_tokens": 1})
+    assert await queue.redis.llen(k.usage_journal(day)) == 1
+    rows = {row.tenant: row.counts for row in await queue.usage_totals()}
+    assert rows["a"]["prompt_tokens"] + rows["b"]["prompt_tokens"] == FOLD_AT + 1
+    assert await queue.redis.exists(k.usage_journal(day), k.usage_journals) == 0
+
+
+async def test_a_read_folds_the_journal_of_every_day_into_that_day(queue):
+    earlier = (today() - timedelta(days=3)).isoformat()
+    await settle_metered(queue, "a", {"cost_nanos": 4}, day=earlier)
+    await settle_metered(queue, "a", {"cost_nanos": 6})
+    assert await queue.redis.smembers(queue.keys.usage_journals) == {
+        earlier.encode(),
+        today().isoformat().encode(),
+    }
+    rows = await queue.usage(today() - timedelta(days=5), today())
+    assert [(r.day, r.counts) for r in rows] == [
+        (today() - timedelta(days=3), {"cost_nanos": 4, "attempts": 1}),
+        (today(), {"cost_nanos": 6, "attempts": 1}),
+    ]
+    assert await queue.usage_totals() == [
+        UsageRow(None, "a", "m", {"cost_nanos": 10, "attempts": 2})
+    ]
+    assert await queue.fold_usage() == 0  # folded once: a second read adds nothing
+
+
+async def test_a_fold_keeps_sums_past_the_doubles_exact_range_exact(queue):
+    big = 2**53 - 1  # the largest count an attempt may report
+    for _ in range(3):
+        await settle_metered(queue, "a", {"cost_nanos": big})
+    assert (await queue.usage_totals())[0].counts == {"cost_nanos": 3 * big, "attempts": 3}
 
 
 @pytest.mark.parametrize(
