@@ -28,6 +28,9 @@ class Created:
     deduplicated: bool
     events_url: str
     watch_token: str
+    warnings: tuple[str, ...] = ()
+    """What the gateway said of an enqueue that succeeded (an admin's ``enqueue_for`` a tenant
+    that no API key acts as: a typo?)."""
 
 
 def created_from(body: dict[str, Any]) -> Created:
@@ -37,6 +40,7 @@ def created_from(body: dict[str, Any]) -> Created:
         deduplicated=body["deduplicated"],
         events_url=body["events_url"],
         watch_token=body["watch_token"],
+        warnings=tuple(body.get("warnings", ())),
     )
 
 

@@ -140,6 +140,12 @@ async def test_client_enqueue_for_a_tenant_and_list_generations(live: LiveGatewa
             idempotency_key="e",
         )
         assert made.status == "scheduled" and not made.deduplicated
+        assert made.warnings == ()  # a key acts as alpha
+        typo = await ops.enqueue_for("demo", "alpah", "demo/fast", "hi", delay_ms=LATER)
+        [warning] = typo.warnings
+        assert "no API key acts as tenant 'alpah'" in warning
+        await ops.cancel_job("demo", typo.id)
+        await ops.delete_job("demo", typo.id)
         replay = await ops.enqueue_for(
             "demo", "alpha", "demo/fast", "hi", delay_ms=LATER, idempotency_key="e"
         )
