@@ -80,6 +80,7 @@ from genq._reserve import HandOff, make_offer
 from genq._scripts import helpers, reached, source
 from genq._usage import encode_meter
 from genq_cli.embedded_redis import free_port, valkey_binary
+from workers.lifetime import die_with_parent
 
 PAYLOAD = {"model": "demo/fast", "prompt": "hello world"}
 
@@ -119,8 +120,13 @@ class Counted:
         # hz 1: the server's timers (10 runs a second by default) run in every window between
         # two dumps, and a dump takes a while under callgrind: they would be counted as calls.
         command += ["--port", str(self.port), "--save", "", "--appendonly", "no", "--hz", "1"]
+        # tied to this process: a bench stopped by a signal leaves no server under callgrind
+        # running on (it holds most of a core and skews every timing taken after it)
         self.process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
         )
         self.redis = redis.Redis(port=self.port)
         deadline = time.monotonic() + 60
