@@ -146,35 +146,40 @@ local EXACT_MAX = 9007199254740991
 -- many attempts it held.
 local function fold_usage(journal, journals, day, day_counters, all_counters, day_ttl)
   local entries = redis.call('LRANGE', journal, 0, -1)
-  local sums, fields = {}, {}
-  local function add(field, n)
-    local sum = sums[field]
-    if not sum then
-      fields[#fields + 1], sum = field, 0
-    elseif sum + n > EXACT_MAX then
-      redis.call('HINCRBY', day_counters, field, int(sum))
-      redis.call('HINCRBY', all_counters, field, int(sum))
-      sum = 0
-    end
-    sums[field] = sum + n
+  -- summed per tenant and label first, so a count's field is built once per fold
+  local sums, prefixes = {}, {}
+  local function add_now(field, n)
+    redis.call('HINCRBY', day_counters, field, int(n))
+    redis.call('HINCRBY', all_counters, field, int(n))
   end
   for _, entry in ipairs(entries) do
     local nul = string.find(entry, '\0', 1, true)
     local m = cjson.decode(string.sub(entry, nul + 1))
     local prefix = string.sub(entry, 1, nul) .. m.label .. '\0'
+    local t = sums[prefix]
+    if not t then
+      t = {attempts = 0}
+      sums[prefix], prefixes[#prefixes + 1] = t, prefix
+    end
     for name, n in pairs(m.counts) do
-      add(prefix .. name, n)
+      local sum = (t[name] or 0) + n
+      if sum > EXACT_MAX then
+        add_now(prefix .. name, t[name])
+        sum = n
+      end
+      t[name] = sum
     end
-    add(prefix .. 'attempts', 1)
+    t.attempts = t.attempts + 1
     if m.estimated then
-      add(prefix .. 'estimated_attempts', 1)
+      t.estimated_attempts = (t.estimated_attempts or 0) + 1
     end
   end
-  for _, field in ipairs(fields) do
-    redis.call('HINCRBY', day_counters, field, int(sums[field]))
-    redis.call('HINCRBY', all_counters, field, int(sums[field]))
+  for _, prefix in ipairs(prefixes) do
+    for name, sum in pairs(sums[prefix]) do
+      add_now(prefix .. name, sum)
+    end
   end
-  if #fields > 0 and day_ttl > 0 then
+  if #prefixes > 0 and day_ttl > 0 then
     redis.call('PEXPIRE', day_counters, day_ttl)
   end
   redis.call('DEL', journal)
