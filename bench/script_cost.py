@@ -77,7 +77,7 @@ from genq._calls import activate_call, fold_usage_call, settle_call
 from genq._cluster import Call
 from genq._enqueue import enqueue_call
 from genq._reserve import HandOff, make_offer
-from genq._scripts import helpers, reached, source
+from genq._scripts import helpers, lua_constant, reached, source
 from genq._usage import encode_meter
 from genq_cli.embedded_redis import free_port, valkey_binary
 from workers.lifetime import die_with_parent
@@ -173,14 +173,6 @@ def per_call(c: Counted, script: str, calls: list[Call]) -> float:
     for keys, args in calls[20:]:
         c.redis.evalsha(sha, len(keys), *keys, *args)
     return c.instructions() / (len(calls) - 20)
-
-
-def fold_at() -> int:
-    """How many attempts a settle folds at once (``USAGE_FOLD_AT`` in ``_lib.lua``)."""
-    found = re.search(r"USAGE_FOLD_AT = (\d+)", source("settle"))
-    if found is None:
-        raise SystemExit(f"settle.lua no longer folds at USAGE_FOLD_AT: update {__file__}")
-    return int(found[1])
 
 
 def worst_fold(c: Counted, queue: Queue, attempts: int, tag: str) -> float:
@@ -420,7 +412,7 @@ def main() -> None:
             c.redis.flushall()
             rows.append(("admit.lua, per job", per_admitted(c, queue, min(args.calls, 1000))))
             c.redis.flushall()
-            n = fold_at()
+            n = lua_constant("USAGE_FOLD_AT")
             rows.append((f"a fold of {n}, new counters", worst_fold(c, queue, n, "new")))
             rows.append((f"a fold of {n}, many fields", worst_fold(c, queue, n, "again")))
             c.redis.flushall()

@@ -181,6 +181,15 @@ def source(name: str) -> str:
     return compose((resources.files("genq") / "lua" / f"{name}.lua").read_text())
 
 
+def lua_constant(name: str) -> int:
+    """A whole-number constant of ``_lib.lua`` (``local NAME = 128``), for the tests and benches
+    that size their runs by it."""
+    found = re.search(rf"^local {name} = (\d+)$", helpers()[1].get(name, ""), re.MULTILINE)
+    if found is None:
+        raise ValueError(f"_lib.lua has no whole-number constant {name}")
+    return int(found[1])
+
+
 class Script(AsyncScript):
     """A registered script whose calls on a single node's pooled client skip redis-py's
     per-command bookkeeping (:func:`genq._streamed.run_one`); on a cluster, a client holding

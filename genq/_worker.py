@@ -424,7 +424,6 @@ class Worker:
         want = self.read_ahead - len(self._ahead)
         if (
             want > 0
-            and self.concurrency > 0
             and self._backlog
             and self._run_time < READ_AHEAD_BELOW
             and self._refill is None

@@ -17,6 +17,7 @@ from genq._scripts import (
     WORD,
     compose,
     helpers,
+    lua_constant,
     names_in,
     source,
     statements,
@@ -162,3 +163,10 @@ async def test_now_digits_is_the_servers_clock_in_ms_with_its_micros_padded(redi
             break
         await asyncio.sleep(0.007)
     assert seen == {True, False}
+
+
+def test_lua_constant_reads_a_whole_number_of_lib_and_refuses_what_is_not_one() -> None:
+    assert lua_constant("ADMIT_MAX") == 1000
+    for name in ("NO_SUCH_CONSTANT", "now_ms"):
+        with pytest.raises(ValueError, match=name):
+            lua_constant(name)

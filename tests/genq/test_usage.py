@@ -2,14 +2,13 @@
 and the terminal event exactly once, in the script that settles the attempt."""
 
 import asyncio
-import re
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
 from genq import JobCancelledError, JobFailedError, JobStatus, RetryJobError, UsageRow
 from genq._calls import settle_call
-from genq._scripts import source
+from genq._scripts import lua_constant
 from genq._usage import encode_meter
 from tests.faults.support import ScriptCalls
 
@@ -145,7 +144,7 @@ async def test_usage_reads_days_and_tenants(queue):
         await queue.usage(today(), today() - timedelta(days=1))
 
 
-FOLD_AT = int(re.search(r"USAGE_FOLD_AT = (\d+)", source("settle"))[1])
+FOLD_AT = lua_constant("USAGE_FOLD_AT")
 
 
 async def settle_metered(queue, tenant: str, counts: dict[str, int], day: str | None = None):
