@@ -1,8 +1,9 @@
 import asyncio
 
 import pytest
+from redis import asyncio as aioredis
 
-from genq import JobCancelledError, JobFailedError, JobNotFoundError, TerminalJobError
+from genq import JobCancelledError, JobFailedError, JobNotFoundError, Queue, TerminalJobError
 from tests.genq.streams import entry_id
 
 
@@ -128,3 +129,45 @@ async def test_wait_sees_completion_that_races_its_start(queue):
     async with queue.worker(handler, concurrency=10):
         results = await asyncio.wait_for(asyncio.gather(*[queue.wait(i) for i in ids]), 20)
     assert results == [i * 2 for i in range(40)]
+
+
+async def test_watch_and_wait_ride_out_their_connections_closed_by_the_server(
+    redis_url: str, prefix: str
+) -> None:
+    """A failover closes the connections of a master that turns replica: a watcher or waiter
+    blocked in its XREAD reads again from its cursor instead of failing."""
+    name = f"watcher-{prefix}"
+    watched = Queue(aioredis.Redis.from_url(redis_url, client_name=name), prefix, lease=5.0)
+    admin = aioredis.Redis.from_url(redis_url)
+    try:
+        e = await watched.enqueue("p")
+        waiter = asyncio.create_task(watched.wait(e.id, timeout=20))
+        events = asyncio.create_task(_collect(watched.watch(e.id)))
+
+        async def blocked() -> list[str]:
+            return [
+                c["id"]
+                for c in await admin.client_list()
+                if c.get("name") == name and c.get("cmd") == "xread" and "b" in c["flags"]
+            ]
+
+        async with asyncio.timeout(5):
+            while len(readers := await blocked()) < 2:
+                await asyncio.sleep(0.01)
+        for reader in readers:
+            assert await admin.client_kill_filter(_id=reader) == 1
+
+        async def handler(job):
+            await job.emit("one")
+            return "done"
+
+        async with watched.worker(handler):
+            assert await asyncio.wait_for(waiter, 20) == "done"
+            assert [ev.data for ev in await asyncio.wait_for(events, 20)] == ["one", "done"]
+    finally:
+        await watched.redis.aclose()
+        await admin.aclose()
+
+
+async def _collect(events):
+    return [ev async for ev in events]
