@@ -1,12 +1,15 @@
 """One signed POST of one event to one endpoint: what a worker's delivery and the gateway's
 ``POST /v1/webhook_endpoints/{id}/test`` both do.
 
-The URL's addresses are checked first (``genq_services.webhook_urls``), then the event is
-signed the Standard Webhooks way with every secret still valid (``genq_contract.webhooks``).
+The URL's addresses are checked first, and the request sent to one of them, not to the name
+(``genq_services.webhook_urls.destination``); the event is signed the Standard Webhooks way
+with every secret still valid (``genq_contract.webhooks``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import time
 from typing import Any
 
@@ -15,7 +18,7 @@ import httpx
 from genq_contract.webhooks import encode_body, signature_header
 
 from .webhook_endpoints import Endpoint
-from .webhook_urls import check_url
+from .webhook_urls import destination
 
 USER_AGENT = "genq-webhooks"
 
@@ -35,7 +38,7 @@ async def send(
 ) -> httpx.Response:
     """POSTs ``event`` as ``message_id`` (``webhook-id``). Raises ``UnsafeUrlError`` for a URL
     that must not be reached, ``httpx.HTTPError`` when no answer came."""
-    await check_url(endpoint.url, allow_private)
+    target = await destination(endpoint.url, allow_private)
     body = encode_body(event)
     timestamp = int(time.time())
     headers = {
@@ -47,4 +50,10 @@ async def send(
             endpoint.signing_secrets(timestamp), message_id, timestamp, body
         ),
     }
-    return await http.post(endpoint.url, content=body, headers=headers)
+    headers.update(target.headers)
+    post = functools.partial(http.post, content=body, headers=headers, extensions=target.extensions)
+    *others, last = target.urls
+    for url in others:  # an address that takes no connection was sent nothing: the next
+        with contextlib.suppress(httpx.ConnectError):
+            return await post(url)
+    return await post(last)

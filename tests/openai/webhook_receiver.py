@@ -1,10 +1,12 @@
 """A Standard Webhooks receiver for the webhook tests: real HTTP on 127.0.0.1
-(``http.server`` in a thread), one path per endpoint, recording every POST (body and headers,
-untouched, for ``client.webhooks.unwrap``) and answering 500 to the first N of a path."""
+(``http.server`` in a thread; HTTPS with a server ``tls`` context), one path per endpoint,
+recording every POST (body and headers, untouched, for ``client.webhooks.unwrap``) and the TLS
+server names clients asked for, and answering 500 to the first N of a path."""
 
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,7 +34,10 @@ class Receiver:
     """``fail["/a"] = 1``: the first POST to /a answers 500, the next ones 200."""
 
     fail: dict[str, int] = field(default_factory=dict)
+    tls: ssl.SSLContext | None = None
     posts: list[Delivery] = field(default_factory=list)
+    server_names: list[str | None] = field(default_factory=list)
+    """Each TLS handshake's SNI (None: the client sent none)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __enter__(self) -> Receiver:
@@ -57,6 +62,14 @@ class Receiver:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.base = f"http://127.0.0.1:{self.server.server_port}"
+        if self.tls is not None:
+
+            def named(_socket: ssl.SSLObject, name: str | None, _context: ssl.SSLContext) -> None:
+                receiver.server_names.append(name)
+
+            self.tls.sni_callback = named
+            self.server.socket = self.tls.wrap_socket(self.server.socket, server_side=True)
+            self.base = f"https://127.0.0.1:{self.server.server_port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
         return self

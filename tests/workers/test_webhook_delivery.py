@@ -1,16 +1,20 @@
 """The webhook events' durable path, in process on a real Redis: the pending sweep turns a
 generation's end into one event (and forgets generations that never came), publishing is
 free for a tenant with no endpoint and idempotent per event, and a delivery checks the URL's
-addresses again (a name that now resolves to a private address gets nothing)."""
+addresses again (a name that now resolves to a private address gets nothing) and connects to
+the address it checked, not to a later answer of the resolver (DNS rebinding)."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
+import ssl
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import trustme
 
 from genq import ActiveJob, Queue
 from genq_contract.webhooks import WebhookKeys, deliveries_prefix
@@ -115,16 +119,16 @@ async def _arrived(receiver: Receiver, path: str, object_id: str) -> bool:
     return bool(receiver.about(path, object_id))
 
 
-async def test_a_delivery_checks_the_addresses_again(
-    redis: Any, ns: str, receiver: Receiver
-) -> None:
-    """The endpoint was stored when its name was public; it now resolves to 127.0.0.1."""
-    url = f"https://localhost:{receiver.server.server_port}/inside"
+async def first_attempts(
+    redis: Any, ns: str, url: str, object_id: str, allow_private: bool
+) -> list[store.DeliveryAttempt]:
+    """The attempts logged once an endpoint at ``url`` was sent an event about ``object_id``
+    (deliveries running until one attempt is logged)."""
     made = await store.create(redis, ns, TENANT, "n", url, [RESPONSE_COMPLETED])
-    running = await deliveries(redis, ns, allow_private=False)
+    running = await deliveries(redis, ns, allow_private=allow_private)
     try:
         await publish(
-            redis, tenant=TENANT, type=RESPONSE_COMPLETED, object_id="resp_c", namespace=ns
+            redis, tenant=TENANT, type=RESPONSE_COMPLETED, object_id=object_id, namespace=ns
         )
 
         async def logged() -> bool:
@@ -133,9 +137,65 @@ async def test_a_delivery_checks_the_addresses_again(
         await until(logged)
     finally:
         await running.stop()
-    (attempt,) = await store.recent_attempts(redis, ns, made.id, 5)
+    return await store.recent_attempts(redis, ns, made.id, 5)
+
+
+async def test_a_delivery_checks_the_addresses_again(
+    redis: Any, ns: str, receiver: Receiver
+) -> None:
+    """The endpoint was stored when its name was public; it now resolves to 127.0.0.1."""
+    url = f"https://localhost:{receiver.server.server_port}/inside"
+    (attempt,) = await first_attempts(redis, ns, url, "resp_c", allow_private=False)
     assert attempt.outcome == "given_up" and "loopback" in (attempt.error or "")
     assert receiver.to("/inside") == []
+
+
+REBOUND = "hooks.rebound.test"
+
+
+@pytest.fixture
+def authority(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> trustme.CA:
+    """A certificate authority the deliveries' client trusts (made after this fixture)."""
+    made = trustme.CA()
+    bundle = tmp_path / "ca.pem"
+    made.cert_pem.write_to_path(str(bundle))
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    return made
+
+
+async def test_a_delivery_connects_to_the_address_it_checked_in_the_names_tls(
+    redis: Any, ns: str, authority: trustme.CA, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DNS rebinding: the name answers 127.0.0.2 (where nothing listens) and 127.0.0.1 to the
+    first lookup, and only 127.0.0.2 to the next, as a resolver with a zero TTL can. The
+    delivery looks it up once (its check) and connects to those addresses in turn, over TLS in
+    the name: SNI, certificate, Host."""
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert(REBOUND).configure_cert(tls)
+    lookups: list[str] = []
+    loop = asyncio.get_running_loop()
+    by_system = loop.getaddrinfo
+
+    async def rebinding(host: str | bytes, port: int, *args: Any, **kwargs: Any) -> Any:
+        name = host.decode() if isinstance(host, bytes) else host  # anyio passes bytes
+        if name != REBOUND:
+            return await by_system(host, port, *args, **kwargs)
+        lookups.append(name)
+        addresses = ["127.0.0.2", "127.0.0.1"] if len(lookups) == 1 else ["127.0.0.2"]
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in addresses]
+
+    monkeypatch.setattr(loop, "getaddrinfo", rebinding)
+    with Receiver(tls=tls) as receiver:
+        port = receiver.server.server_port
+        url = f"https://{REBOUND}:{port}/pinned"
+        # private addresses allowed: 127.0.0.1 is the receiver's
+        attempts = await first_attempts(redis, ns, url, "resp_p", allow_private=True)
+        assert [a.outcome for a in attempts] == ["delivered"], attempts
+        (post,) = receiver.to("/pinned")
+        assert post.headers["host"] == f"{REBOUND}:{port}"
+        assert post.event["data"]["id"] == "resp_p"
+        assert receiver.server_names == [REBOUND]
+        assert lookups == [REBOUND]
 
 
 def test_the_default_retries_span_about_a_day() -> None:
