@@ -46,11 +46,7 @@ class Watching(Records, JobEvents):
                     if not entries:
                         return
                 else:
-                    # RESP2, one stream: [[key, entries]], or empty when the block timed out.
-                    reply: Any = await self._read(
-                        lambda: self.redis.xread({key: cursor}, block=ms(self.watch_block))  # noqa: B023
-                    )
-                    entries = reply[0][1] if reply else []
+                    entries = await self._entries_blocking(key, cursor)
             raise_if_cancelled()
             for entry_id, fields in entries:
                 event = decode_entry(entry_id, fields, self.result_codec)
@@ -62,6 +58,14 @@ class Watching(Records, JobEvents):
     async def _entries_after(self, key: str, cursor: str) -> list[Any]:
         """Up to 500 entries of the stream ``key`` strictly after ``cursor``."""
         return await self._read(lambda: self.redis.xrange(key, f"({cursor}", "+", count=500)) or []
+
+    async def _entries_blocking(self, key: str, cursor: str) -> list[Any]:
+        """The entries of the stream ``key`` after ``cursor``, waiting up to ``watch_block``
+        for the first (none when it timed out)."""
+        block = ms(self.watch_block)
+        reply: Any = await self._read(lambda: self.redis.xread({key: cursor}, block=block))
+        # RESP2, one stream: [[key, entries]], or empty when the block timed out.
+        return reply[0][1] if reply else []
 
     async def _read(self, call: Callable[[], Awaitable[T]]) -> T:
         """A read of a watcher or waiter, sent again after a transient error (a failover
