@@ -10,17 +10,20 @@ past the stream's newest entry is clamped to it; and the rule of every stream
 (:mod:`gateway.streaming.sse`): a tenant holds at most ``tenant_max_streams`` streams per
 gateway process (429 beyond), a client that does not take a write for ``sse_send_timeout`` is
 dropped, and every stream ends cleanly after ``sse_max_duration``, when its client resumes from
-its ``Last-Event-ID``.
+its ``Last-Event-ID``. So does a stream whose backfill Redis failed to answer (the pool busy
+for its whole wait in a reconnect storm, say): the response has begun, so it cannot be a 503.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
+from redis.exceptions import RedisError
 
 from genq import TERMINAL, CursorRefused, Tail, ViewerLagged, entry_order
 
@@ -31,6 +34,8 @@ from ..streaming.cursors import later_cursor, parse_cursor
 from ..streaming.frames import KEEPALIVE
 from ..streaming.sse import Ending, stream_hold
 from ..telemetry import viewed
+
+log = logging.getLogger("gateway.events")
 
 router = APIRouter(tags=["generations"], responses=ERRORS)
 
@@ -108,6 +113,12 @@ async def _stream(
                 yield batch[0].framed if len(batch) == 1 else b"".join([e.framed for e in batch])
     except ViewerLagged:
         return  # the client reconnects with Last-Event-ID and catches up from Redis
+    except RedisError as exc:
+        # A backfill that found the pool busy for its whole wait, or Redis gone: the response
+        # has begun, so no 503 can be sent. A clean end, not a cut one: the client resumes
+        # from its Last-Event-ID after ``retry:``, as after GENQ_SSE_MAX_DURATION.
+        log.warning("ended an event stream of %s early: %s", job_id[:80], type(exc).__name__)
+        return
     except CursorRefused:
         yield REFUSED
         return

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -13,9 +16,12 @@ from tests.gateway.conftest import (
     KEY_ALPHA,
     LiveGateway,
     Script,
+    client_for,
     create,
+    make_settings,
     queue_for,
     read_stream,
+    sse_blocks,
     wait_until,
 )
 
@@ -247,8 +253,6 @@ async def test_events_for_a_queue_job_without_events_yet(
 
 
 async def test_events_quiet_stream_sends_comment_keepalives(redis_url: str, prefix: str) -> None:
-    from tests.gateway.conftest import client_for, make_settings
-
     with LiveGateway(make_settings(redis_url, prefix, sse_ping=0.2)) as live:
         async with client_for(live, KEY_ALPHA) as alpha:
             created = await create(alpha, delay_ms=60_000)
@@ -316,3 +320,49 @@ async def test_events_future_cursor_is_clamped_and_never_delays_a_result_wait(
     clamped = await asyncio.wait_for(future, 5)
     assert [e.event for e in clamped.events] == ["chunk", "chunk", "completed"]
     assert clamped.events[0].id > first.events[0].id
+
+
+async def test_events_a_backfill_redis_refuses_ends_the_stream_cleanly(
+    redis: aioredis.Redis, redis_url: str, prefix: str, script: Script, caplog: Any
+) -> None:
+    """A stream already answered 200 cannot become a 503: when Redis fails its backfill (the
+    pool busy for its whole wait in a reconnect storm, or as here a refused XRANGE), the
+    response ends cleanly, so the client resumes from its Last-Event-ID (as an EventSource
+    does after ``retry:``) instead of seeing a cut connection. Here the gateway's Redis user
+    loses XRANGE (the backfill's command) while a first viewer holds the channel ahead."""
+    user, password = f"gw-{prefix}", "pw-0123456789"
+    await redis.execute_command("ACL", "SETUSER", user, "on", f">{password}", "~*", "&*", "+@all")
+    parts = urlsplit(redis_url)
+    url = urlunsplit(parts._replace(netloc=f"{user}:{password}@{parts.hostname}:{parts.port}"))
+    try:
+        with LiveGateway(make_settings(url, prefix)) as live:
+            async with client_for(live, KEY_ALPHA) as alpha:
+                created = await create(alpha, metadata={"chunks": 4, "gate": "g", "gate_at": 2})
+                events_url = f"/v1/generations/{created['id']}/events"
+                async with alpha.stream("GET", events_url) as ahead:
+                    blocks = sse_blocks(ahead)
+                    seen = []
+                    while len(seen) < 2:  # the tail read these: its channel is past the first
+                        event, _ = await anext(blocks)
+                        if event is not None:
+                            seen.append(event)
+                    await redis.execute_command("ACL", "SETUSER", user, "-xrange")
+                    with caplog.at_level(logging.WARNING, logger="gateway.events"):
+                        cut = await read_stream(
+                            alpha, created["id"], headers={"Last-Event-ID": seen[0].id}
+                        )
+                    assert cut.status == 200 and cut.ended and cut.events == []
+                    assert "ended an event stream" in caplog.text
+                    assert "NoPermissionError" in caplog.text
+
+                    await redis.execute_command("ACL", "SETUSER", user, "+xrange")
+                    resumed = asyncio.create_task(
+                        read_stream(alpha, created["id"], headers={"Last-Event-ID": seen[0].id})
+                    )
+                    await wait_until(lambda: live.gateway.tails["demo"].viewers == 2)
+                    script.gate("g").set()
+                    stream = await asyncio.wait_for(resumed, 10)
+                    assert [e.data for e in stream.events[:3]] == ["t1 ", "t2 ", "t3 "]
+                    assert [e.event for e in stream.events] == ["chunk"] * 3 + ["completed"]
+    finally:
+        await redis.execute_command("ACL", "DELUSER", user)
