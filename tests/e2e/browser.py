@@ -349,8 +349,10 @@ def wait_until(
 
 # -- fixtures (registered for tests/e2e by its conftest.py) ---------------------------------
 
-EXPECT_TIMEOUT_MS = 30_000
-"""How long a page assertion waits for the page to show what the test expects."""
+EXPECT_TIMEOUT_MS = 60_000
+"""How long a page assertion waits for the page to show what the test expects: the first
+answer of a stack waits for its worker's start (LiteLLM's import, 28 s seen on a loaded
+machine)."""
 
 
 @pytest.fixture(scope="module")

@@ -45,7 +45,7 @@ def test_admin_batches_panel_shows_progress_and_cancels_a_running_batch(
 
         open_admin(page, stack)
         row = page.locator(f'#batches tbody tr[data-batch="{batch.id}"]')
-        expect(row).to_have_attribute("data-status", "in_progress", timeout=30_000)
+        expect(row).to_have_attribute("data-status", "in_progress")
         expect(cell(row, "Tenant")).to_have_text("dev")
         expect(cell(row, "Endpoint")).to_have_text("/v1/chat/completions")
         expect(cell(row, "Progress")).to_contain_text(f"/ {LINES}")

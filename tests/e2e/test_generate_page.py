@@ -69,7 +69,7 @@ def test_generate_page_streams_demo_text(stack: Stack, page: Page, screenshot: S
     open_generate(page, stack)
     job_id = generate(page, "demo/fast", "Hello page")
 
-    expect(page.locator("#status")).to_have_text("Completed", timeout=30_000)
+    expect(page.locator("#status")).to_have_text("Completed")
     result = stack.result(job_id)
     final = output_text(page)
     assert result["status"] == "completed"
@@ -212,7 +212,7 @@ def test_generate_page_double_click_makes_one_job(stack: Stack, page: Page) -> N
     fill_form(page, "demo/fast", "Double click")
     page.dblclick("#generate")
 
-    expect(page.locator("#status")).to_have_text("Completed", timeout=30_000)
+    expect(page.locator("#status")).to_have_text("Completed")
     assert len(posts) == 1
     job_id = job_id_of(page)
     assert len(stack.job_keys("demo")) == 1
@@ -236,7 +236,7 @@ def test_generate_page_retried_post_bills_once(stack: Stack, page: Page) -> None
     fill_form(page, "demo/fast", "Flaky network")
     page.click("#generate")
 
-    expect(page.locator("#status")).to_have_text("Completed", timeout=30_000)
+    expect(page.locator("#status")).to_have_text("Completed")
     assert len(keys) == 2, f"the page sent {len(keys)} POSTs"
     assert keys[0] and keys[0] == keys[1], "the retry used another Idempotency-Key"
     assert job_id_of(page) == first_answer[0]["id"]
@@ -269,7 +269,7 @@ def test_generate_page_works_by_keyboard_on_a_phone(
     page.keyboard.type("Typed on a phone")
     page.keyboard.press("Control+Enter")
 
-    expect(page.locator("#status")).to_have_text("Completed", timeout=30_000)
+    expect(page.locator("#status")).to_have_text("Completed")
     assert output_text(page).startswith("Echo: Typed on a phone ")
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
 
@@ -283,12 +283,10 @@ def test_generate_page_shows_waiting_then_retrying_countdown(
         expect(page.locator("#status")).to_have_text("Waiting in the queue")
 
         stack.start_worker()
-        expect(page.locator("#status")).to_have_text(
-            re.compile(r"^Retrying in [1-6] s$"), timeout=30_000
-        )
+        expect(page.locator("#status")).to_have_text(re.compile(r"^Retrying in [1-6] s$"))
         screenshot(page, "retrying")
         expect(page.locator("#attempt")).to_contain_text("rate limit")
-        expect(page.locator("#status")).to_have_text("Completed", timeout=30_000)
+        expect(page.locator("#status")).to_have_text("Completed")
         assert output_text(page) == stack.result(job_id)["text"]
         statuses = [s["status"] for s in seen(page)]
         countdown = [int(m[1]) for s in statuses if (m := re.match(r"^Retrying in (\d+) s$", s))]
@@ -298,9 +296,7 @@ def test_generate_page_shows_waiting_then_retrying_countdown(
 def test_generate_page_shows_a_failure(stack: Stack, page: Page) -> None:
     open_generate(page, stack)
     job_id = generate(page, "demo/fast", "Refused [demo:400]")
-    expect(page.locator("#status")).to_have_text(
-        re.compile(r"^Failed: .*invalid request"), timeout=30_000
-    )
+    expect(page.locator("#status")).to_have_text(re.compile(r"^Failed: .*invalid request"))
     assert stack.result(job_id)["status"] == "failed"
     expect(page.locator("#generate")).to_be_enabled()
     expect(page.locator("#stop")).to_be_disabled()

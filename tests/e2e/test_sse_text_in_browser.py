@@ -40,7 +40,7 @@ def test_sse_text_in_browser_every_separator_reaches_page_client_and_watch(
             page.select_option("#model", "openai/gpt-4o-mini")
             page.fill("#prompt", "separators")
             page.click("#generate")
-            expect(page.locator("#status")).to_have_text("Completed", timeout=30_000)
+            expect(page.locator("#status")).to_have_text("Completed")
             job_id = job_id_of(page)
 
             assert stack.result(job_id)["text"] == TEXT  # what the provider sent

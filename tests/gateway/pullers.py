@@ -162,7 +162,9 @@ class Runner:
         self.markers.append({"ev": ev, "t": time.time() * 1000, **fields})
 
     async def start(self, url: str, key: str, queue: str = "demo", **options: Any) -> Runner:
-        options = {"concurrency": 1, "visibility": 30, "wait": 2, **options}
+        # A stop waits for the long poll in flight (a job it took must not be dropped): short
+        # polls keep each test's stop short.
+        options = {"concurrency": 1, "visibility": 30, "wait": 0.5, **options}
         if self.kind == "node":
             await self._start_node(url, key, queue, options)
             return self

@@ -28,7 +28,10 @@ OPERATIONS = [result.ok() for result in schema.get_all_operations()]
 @pytest.fixture(scope="module")
 def schema_gateway(redis_url: str) -> Iterator[LiveGateway]:
     namespace = f"t-schema-{uuid.uuid4().hex[:8]}"
-    with LiveGateway(make_settings(redis_url, namespace, max_wait=0.5)) as live:
+    # No worker runs here: a valid POST /v1/ui/chat (or any stream) would stay open until the
+    # call's timeout; streams end after a second instead, their whole answer checked.
+    settings = make_settings(redis_url, namespace, max_wait=0.5, sse_max_duration=1.0)
+    with LiveGateway(settings) as live:
         yield live
 
 
