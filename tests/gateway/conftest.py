@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -115,6 +116,36 @@ def settings(redis_url: str, prefix: str) -> Settings:
 def live(settings: Settings) -> Iterator[LiveGateway]:
     with LiveGateway(settings) as gateway:
         yield gateway
+
+
+@dataclass
+class RedisUser:
+    """A Redis ACL user with every right, for a gateway to log in as, whose commands a test takes
+    away (:meth:`deny`) and gives back while the gateway runs: a real refusal from Redis
+    (``NOPERM``) at a chosen moment."""
+
+    redis: aioredis.Redis
+    name: str
+    url: str
+
+    async def deny(self, command: str) -> None:
+        await self.redis.execute_command("ACL", "SETUSER", self.name, f"-{command}")
+
+    async def allow(self, command: str) -> None:
+        await self.redis.execute_command("ACL", "SETUSER", self.name, f"+{command}")
+
+
+@contextlib.asynccontextmanager
+async def redis_user(redis: aioredis.Redis, redis_url: str, name: str) -> AsyncIterator[RedisUser]:
+    """A :class:`RedisUser` on ``redis_url``'s server, deleted at the end."""
+    password = "pw-0123456789"
+    await redis.execute_command("ACL", "SETUSER", name, "on", f">{password}", "~*", "&*", "+@all")
+    parts = urlsplit(redis_url)
+    netloc = f"{name}:{password}@{parts.hostname}:{parts.port}"
+    try:
+        yield RedisUser(redis, name, urlunsplit(parts._replace(netloc=netloc)))
+    finally:
+        await redis.execute_command("ACL", "DELUSER", name)
 
 
 def client_for(live: LiveGateway, key: str | None) -> httpx.AsyncClient:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -21,6 +20,7 @@ from tests.gateway.conftest import (
     make_settings,
     queue_for,
     read_stream,
+    redis_user,
     sse_blocks,
     wait_until,
 )
@@ -330,12 +330,8 @@ async def test_events_a_backfill_redis_refuses_ends_the_stream_cleanly(
     response ends cleanly, so the client resumes from its Last-Event-ID (as an EventSource
     does after ``retry:``) instead of seeing a cut connection. Here the gateway's Redis user
     loses XRANGE (the backfill's command) while a first viewer holds the channel ahead."""
-    user, password = f"gw-{prefix}", "pw-0123456789"
-    await redis.execute_command("ACL", "SETUSER", user, "on", f">{password}", "~*", "&*", "+@all")
-    parts = urlsplit(redis_url)
-    url = urlunsplit(parts._replace(netloc=f"{user}:{password}@{parts.hostname}:{parts.port}"))
-    try:
-        with LiveGateway(make_settings(url, prefix)) as live:
+    async with redis_user(redis, redis_url, f"gw-{prefix}") as user:
+        with LiveGateway(make_settings(user.url, prefix)) as live:
             async with client_for(live, KEY_ALPHA) as alpha:
                 created = await create(alpha, metadata={"chunks": 4, "gate": "g", "gate_at": 2})
                 events_url = f"/v1/generations/{created['id']}/events"
@@ -346,7 +342,7 @@ async def test_events_a_backfill_redis_refuses_ends_the_stream_cleanly(
                         event, _ = await anext(blocks)
                         if event is not None:
                             seen.append(event)
-                    await redis.execute_command("ACL", "SETUSER", user, "-xrange")
+                    await user.deny("xrange")
                     with caplog.at_level(logging.WARNING, logger="gateway.events"):
                         cut = await read_stream(
                             alpha, created["id"], headers={"Last-Event-ID": seen[0].id}
@@ -355,7 +351,7 @@ async def test_events_a_backfill_redis_refuses_ends_the_stream_cleanly(
                     assert "ended an event stream" in caplog.text
                     assert "NoPermissionError" in caplog.text
 
-                    await redis.execute_command("ACL", "SETUSER", user, "+xrange")
+                    await user.allow("xrange")
                     resumed = asyncio.create_task(
                         read_stream(alpha, created["id"], headers={"Last-Event-ID": seen[0].id})
                     )
@@ -364,5 +360,3 @@ async def test_events_a_backfill_redis_refuses_ends_the_stream_cleanly(
                     stream = await asyncio.wait_for(resumed, 10)
                     assert [e.data for e in stream.events[:3]] == ["t1 ", "t2 ", "t3 "]
                     assert [e.event for e in stream.events] == ["chunk"] * 3 + ["completed"]
-    finally:
-        await redis.execute_command("ACL", "DELUSER", user)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import time
 from typing import Any
 
@@ -18,7 +19,15 @@ from gateway.ui_chat.attach import CHAT_KEY, MESSAGE_KEY
 from genq_contract.keys import GatewayKeys
 from genq_services.capabilities import Capabilities, publish_capabilities
 
-from .conftest import KEY_ALPHA, LiveGateway, client_for, make_settings, queue_for, wait_until
+from .conftest import (
+    KEY_ALPHA,
+    LiveGateway,
+    client_for,
+    make_settings,
+    queue_for,
+    redis_user,
+    wait_until,
+)
 from .test_beyond_text import ANSWERED, CALLED
 from .ui_chat import UI, chat_body, resume, send, stop, user
 
@@ -139,6 +148,43 @@ async def test_ui_chat_resume_replays_a_running_answer_and_is_204_otherwise(alph
     assert replay.types()[:4] == first.types(), "from the start: the same chunks again"
     assert replay.text() == "t0 t1 t2 " and replay.done
     assert (await resume(alpha, "chat-1")).status == 204, "it completed"
+
+
+async def test_ui_chat_a_replay_redis_refuses_ends_with_an_error_part_saying_resume(
+    redis, redis_url, prefix, script, caplog
+):
+    """A UI message stream already answered 200 whose replay Redis fails (here: the gateway's
+    Redis user loses XRANGE while a first viewer holds the tail's channel ahead) ends with the
+    ``error`` part that says how to resume, then ``[DONE]``, not with a cut connection; once
+    Redis answers again the resume replays the whole answer."""
+    async with redis_user(redis, redis_url, f"gw-{prefix}") as user:
+        with LiveGateway(make_settings(user.url, prefix)) as live:
+            async with client_for(live, KEY_ALPHA) as alpha:
+                body = chat_body(metadata=gated("redis", chunks=2))
+                async with alpha.stream("POST", UI, json=body) as first:
+                    lines = first.aiter_lines()  # kept open: leaving it would end the stream
+                    while '"text-delta"' not in await anext(lines):
+                        pass  # until the tail read t0: its channel is then ahead
+                    await user.deny("xrange")
+                    with caplog.at_level(logging.WARNING, logger="gateway.events"):
+                        cut = await resume(alpha, "chat-1")
+                    assert cut.status == 200 and cut.done
+                    assert cut.types()[-1] == "error", cut.types()
+                    assert (
+                        "GET /v1/ui/chat/chat-1/stream resumes it"
+                        in cut.of("error")[0]["errorText"]
+                    )
+                    assert "ended a UI message stream of chat-1 early: NoPermissionError" in (
+                        caplog.text
+                    )
+
+                    await user.allow("xrange")
+                    resumed = asyncio.create_task(resume(alpha, "chat-1"))
+                    await wait_until(lambda: live.gateway.tails["demo"].viewers == 2)
+                    script.gate("redis").set()
+                    replay = await resumed
+                    assert replay.text() == "t0 t1 " and replay.done
+                    assert replay.types()[-1] == "finish"
 
 
 async def test_ui_chat_stop_ends_every_stream_with_abort_finish_done(alpha, script, redis, prefix):
