@@ -2,10 +2,10 @@
 
 Every stream starts at the generation's start (the AI SDK's resume is a replay) and goes on live
 until it ends: ``finish`` then ``data: [DONE]`` (:mod:`gateway.ui_chat.ui_parts`). A stream the
-gateway ends first (``GENQ_SSE_MAX_DURATION``, a viewer too far behind, the gateway stopping,
-a catch-up read Redis failed after the response began) ends with an ``error`` part saying how
-to resume it. A client that leaves only stops watching:
-these routes never cancel for a dropped connection (that is what resume is for).
+gateway ends first (``GENQ_SSE_MAX_DURATION``, a viewer too far behind, the gateway stopping, a
+catch-up read Redis failed after the response began) ends with an ``error`` part saying how to
+resume it. A client that leaves only stops watching: these routes never cancel for a dropped
+connection (that is what resume is for).
 """
 
 from __future__ import annotations

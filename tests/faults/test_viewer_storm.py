@@ -121,12 +121,12 @@ class SSEViewer:
         self.resumed = 0
         """Connections that ended cleanly before the terminal event (the gateway's pool found
         no connection for a backfill in the storm), each followed by a resume."""
+        self.answered = False
 
     async def follow(self, http: httpx.AsyncClient, connected: asyncio.Semaphore | None) -> None:
         for _ in range(20):
             if await self._follow_once(http, connected):
                 return
-            connected = None
         raise AssertionError(f"{self.job_id}: twenty connections ended before the end")
 
     async def _follow_once(
@@ -144,8 +144,9 @@ class SSEViewer:
                 await asyncio.sleep(float(response.headers["Retry-After"]))
                 return False
             assert response.status_code == 200, response.status_code
-            if connected is not None:
-                connected.release()
+            if connected is not None and not self.answered:
+                connected.release()  # once per viewer, whichever connection was answered first
+            self.answered = True
             block: dict[str, str] = {}
             async for line in response.aiter_lines():
                 if line:
