@@ -121,7 +121,20 @@ async function selectQueue(name, ev) {
   selectedIds.clear();
   $("dead-status").textContent = "";
   if (!name) return;
-  await Promise.allSettled([loadDead(), loadHistory(), setQueue(name)]);
+  await whileLoading(Promise.allSettled([loadDead(), loadHistory(), setQueue(name)]));
+}
+
+// While sections load (the page's first load, a queue's), the ones above a table grow and move
+// it, and a click aimed at the table could land elsewhere: <main> says aria-busy meanwhile
+// (the page starts with it), and browser tests wait for it to go.
+let loading = 0;
+async function whileLoading(work) {
+  if (loading++ === 0) $("main").setAttribute("aria-busy", "true");
+  try {
+    return await work;
+  } finally {
+    if (--loading === 0) $("main").removeAttribute("aria-busy");
+  }
 }
 
 $("queue").addEventListener("change", (ev) => selectQueue(ev.target.value));
@@ -775,7 +788,7 @@ async function init() {
     for (const tick of ticks) await tick();
   };
   document.addEventListener("visibilitychange", () => !document.hidden && refreshAll());
-  await refreshAll();
+  await whileLoading(refreshAll());
   const params = hashParams();
   if (params.get("job")) openJob(params.get("job"), params.get("queue"));
 }

@@ -228,8 +228,12 @@ async def test_fair_share_backlog_of_one_tenant_delays_another_by_about_a_slot(
     redis, prefix
 ) -> None:
     """The issue's scenario: A enqueues 5,000 jobs of 20 ms, then B enqueues 10 (one every 20 ms);
-    with one worker of concurrency 8 every B job starts within 150 ms of its enqueue (server
-    clock: the record's created_at and started_at), and all of A's jobs still complete."""
+    with one worker of concurrency 8, no more than a slot's worth of A's jobs (8) is claimed
+    between a B job's enqueue and its start, and all of A's jobs still complete. Measured by
+    the claims, on the server's clock (the records' created_at and started_at), not by time
+    alone: on a machine busy with other suites a stalled process once held one B job 241 ms
+    while no claim at all was made. Time is checked too: the median B job starts within
+    150 ms, and the slowest within 1 s (behind A's backlog in one line it would wait ~12 s)."""
     queue = Queue(redis, prefix, result_ttl=120.0)
 
     async def handler(job):
@@ -247,13 +251,28 @@ async def test_fair_share_backlog_of_one_tenant_delays_another_by_about_a_slot(
             await asyncio.sleep(0.02)
         for job_id in b_ids:
             await queue.wait(job_id, timeout=10)
-        waits = []
-        for job_id in b_ids:
-            job = await queue.get(job_id)
-            assert job is not None and job.started_at is not None
-            waits.append(job.started_at - job.created_at)
+        b_jobs = [await queue.get(job_id) for job_id in b_ids]
         assert (await queue.stats()).waiting > 1000  # A's backlog was still there
-        assert max(waits) < 0.150, f"B waited {waits} (median {statistics.median(waits):.3f} s)"
         for job_id in a_ids:
             await queue.wait(job_id, timeout=120)
+    a_starts = [job.started_at for job in await records(queue, a_ids)]
+    ahead, waits = [], []
+    for job in b_jobs:
+        assert job is not None and job.started_at is not None
+        # Strictly between: A jobs of the pick that claimed B carry B's started_at.
+        ahead.append(sum(job.created_at < at < job.started_at for at in a_starts))  # type: ignore[operator]
+        waits.append(job.started_at - job.created_at)
+    detail = f"A jobs claimed ahead of each B job: {ahead}; B waited {waits}"
+    assert max(ahead) <= 8, detail
+    assert statistics.median(waits) < 0.150, detail
+    assert max(waits) < 1.0, detail
     await check_invariants(queue, a_ids + b_ids)
+
+
+async def records(queue: Queue, job_ids: list[str]) -> list:
+    found = []
+    for start in range(0, len(job_ids), 10):  # within the test client's pool
+        chunk = job_ids[start : start + 10]
+        found += await asyncio.gather(*(queue.get(job_id) for job_id in chunk))
+    assert None not in found
+    return found
