@@ -339,6 +339,14 @@ def save_screenshot(page: Any, name: str, full_page: bool = True) -> Path:
     return path
 
 
+def admin_loaded(page: Any) -> None:
+    """Until the admin page's sections have all loaded (its first load, a queue's): before
+    that, a section above a table grows and moves the table under a click (web/admin.js)."""
+    from playwright.sync_api import expect
+
+    expect(page.locator("#main")).not_to_have_attribute("aria-busy", "true")
+
+
 def wait_until(
     predicate: Callable[[], bool], timeout: float, message: str, poll: float = 0.05
 ) -> None:

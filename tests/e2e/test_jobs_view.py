@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Dialog, Locator, Page, expect
 
-from tests.e2e.browser import Stack, running_stack, wait_until
+from tests.e2e.browser import Stack, admin_loaded, running_stack, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -91,6 +91,7 @@ def open_jobs(page: Page, stack: Stack, who: str | None = None) -> None:
     page.goto(f"{stack.base_url}/admin")
     expect(page.locator("#queue")).to_have_value(re.compile(r".+"))
     page.select_option("#queue", "demo")
+    admin_loaded(page)
     if who is not None:
         page.fill("#jobs-tenant", who)
         page.click("#jobs-apply")

@@ -23,6 +23,7 @@ from tests.e2e.browser import (
     SCREENSHOTS,
     Screenshots,
     Stack,
+    admin_loaded,
     running_stack,
     wait_until,
 )
@@ -159,6 +160,7 @@ def test_spend_view_charts_usage_by_tenant_and_model_over_both_ranges(
         assert stack.result(job["id"])["status"] == "completed"
 
         page.goto(f"{stack.base_url}/admin")
+        admin_loaded(page)
         seven = page.locator('#spend-range button[data-days="7"]')
         thirty = page.locator('#spend-range button[data-days="30"]')
         expect(seven).to_have_attribute("aria-pressed", "true")
@@ -232,6 +234,7 @@ def expect_budget_rows(page: Page, stack: Stack) -> dict[str, dict[str, Any]]:
 
 def test_spend_view_sets_edits_and_removes_a_budget(stack: Stack, page: Page) -> None:
     page.goto(f"{stack.base_url}/admin")
+    admin_loaded(page)
     expect(page.locator("#budgets tbody")).to_have_text(
         "No budgets: every tenant spends without a limit."
     )
