@@ -2,9 +2,10 @@
 
 One provider, the tests' fake OpenAI-compatible server (``tests/fakes/openai_server.py``, in a
 process of its own), streams ``--tokens`` tokens ``--delay-ms`` apart to every request (the
-first one after ``--delay-ms`` too). A Redis-protocol server, a gateway process and one worker
-process (``python -m workers``, as ``genq worker`` runs it) whose ``openai`` provider points at
-the fake make the genq side. The official ``openai`` SDK (``AsyncOpenAI``) and genq's own
+first one after ``--delay-ms`` too). A Redis-protocol server, a gateway process and the worker
+processes ``genq worker`` runs by default (one per usable core, each ``python -m workers``;
+``--workers N`` for another count), whose ``openai`` provider points at the fake, make the genq
+side. The official ``openai`` SDK (``AsyncOpenAI``) and genq's own
 client make ``--calls`` calls of each kind, one at a time, the kinds taking turns call by call
 so a disturbance hits each alike:
 
@@ -25,7 +26,7 @@ starting each second, as in a chat service, rather than K new generations every 
 milliseconds.
 
     .venv/bin/python bench/ttft.py [--calls 300] [--tokens 10] [--delay-ms 20] [--concurrent 0]
-        [--background-tokens 500]
+        [--background-tokens 500] [--workers N]
 
 Results on the development machine are in ``docs/WORKERS.md``.
 """
@@ -58,6 +59,7 @@ from redis import asyncio as aioredis
 import genq
 from bench.workers import fake_openai
 from genq_cli.embedded_redis import EmbeddedRedis
+from genq_cli.main import usable_cores
 from genq_client import AsyncClient
 from tests.e2e.browser import DEV_KEY, LOGS, Stack, fake_openai_env
 
@@ -307,7 +309,8 @@ def report(
     load = f", {args.concurrent} other streams meanwhile" if args.concurrent else ""
     print(
         f"time to first token, {args.calls} calls of each kind, interleaved; provider: "
-        f"{args.tokens} tokens {args.delay_ms:g} ms apart{load}"
+        f"{args.tokens} tokens {args.delay_ms:g} ms apart{load}; "
+        f"{args.workers} worker process{'es' if args.workers > 1 else ''}"
     )
     ms = 1000.0
     straight = times["straight"]
@@ -352,9 +355,10 @@ def main(args: argparse.Namespace) -> None:
         stop = multiprocessing.get_context("spawn").Event()
         try:
             stack.start_gateway()
-            log_path = stack.log_dir / "worker1.log"
-            since = log_path.stat().st_size if log_path.exists() else 0
-            wait_serving(stack.start_worker(), since)
+            for number in range(1, args.workers + 1):
+                log_path = stack.log_dir / f"worker{number}.log"
+                since = log_path.stat().st_size if log_path.exists() else 0
+                wait_serving(stack.start_worker(), since)
             if args.concurrent:
                 seconds = args.background_tokens * args.delay_ms / 1000
                 load = multiprocessing.get_context("spawn").Process(
@@ -393,6 +397,12 @@ if __name__ == "__main__":
         type=int,
         default=500,
         help="tokens per reply of the --concurrent streams (each runs that many times --delay-ms)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=usable_cores(),
+        help="worker processes (default: as genq worker, one per usable core)",
     )
     parser.add_argument(
         "--window-ms", type=float, default=10.0, help="the worker's GENQ_COALESCE_WINDOW_MS"
