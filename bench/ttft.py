@@ -5,9 +5,9 @@ process of its own), streams ``--tokens`` tokens ``--delay-ms`` apart to every r
 first one after ``--delay-ms`` too). A Redis-protocol server, a gateway process and the worker
 processes ``genq worker`` runs by default (one per usable core, each ``python -m workers``;
 ``--workers N`` for another count), whose ``openai`` provider points at the fake, make the genq
-side. The official ``openai`` SDK (``AsyncOpenAI``) and genq's own
-client make ``--calls`` calls of each kind, one at a time, the kinds taking turns call by call
-so a disturbance hits each alike:
+side. The official ``openai`` SDK (``AsyncOpenAI``) and genq's own client make ``--calls``
+calls of each kind, one at a time, the kinds taking turns call by call so a disturbance hits
+each alike:
 
 - ``straight``: ``chat.completions.create(stream=True)`` to the fake server itself.
 - ``chat``: the same call to genq's ``/v1/chat/completions`` (model ``openai/gpt-4o-mini``).
