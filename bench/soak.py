@@ -329,7 +329,7 @@ class Soak:
         """For each ``restarted`` a viewer saw: how long the job waited since the kill that
         orphaned it (the last kill before it whose lease snapshot holds the job), and that
         kill."""
-        from_kill: list[tuple[float, Kill]] = []
+        recovered: list[tuple[float, Kill]] = []
         unmatched = 0
         for job_id, events in self.views.items():
             for event in events:
@@ -342,8 +342,8 @@ class Soak:
                 if kill is None:
                     unmatched += 1
                     continue
-                from_kill.append(((at - kill.at_ms) / 1000, kill))
-        return from_kill, unmatched
+                recovered.append(((at - kill.at_ms) / 1000, kill))
+        return recovered, unmatched
 
 
 @dataclass
